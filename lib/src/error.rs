@@ -1,0 +1,143 @@
+//! One error type for every tool, and the one place where an error becomes an exit code.
+
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+/// Exit codes shared by every Drums tool (documented in drums(7) and docs/record.md).
+pub mod exit {
+    pub const OK: i32 = 0;
+    /// A check ran to the end and its answer is "no" (not ready, audit rule failed, something left behind).
+    pub const CHECK_FAILED: i32 = 1;
+    /// The command line is wrong (unknown option, missing argument).
+    pub const USAGE: i32 = 2;
+    /// The input is wrong: malformed JSON, unknown record version, a missing field, a hostile path.
+    pub const BAD_INPUT: i32 = 3;
+    /// Something the tool needs is missing from this machine: not root, a program, CRIU, a kernel feature.
+    pub const ENVIRONMENT: i32 = 4;
+    /// The operation was attempted and failed; what it created is in the ledger.
+    pub const FAILED: i32 = 5;
+    /// A check could not be completed (a session vanished mid-audit): never reported as a pass.
+    pub const INCOMPLETE: i32 = 6;
+    /// The tool or subcommand is not implemented yet.
+    pub const NOT_IMPLEMENTED: i32 = 7;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{msg}")]
+    BadInput { msg: String, field: Option<String> },
+    #[error("{0}")]
+    Environment(String),
+    #[error("{0}")]
+    Failed(String),
+    #[error("{path}: {what}: {source}")]
+    Io { what: String, path: PathBuf, #[source] source: std::io::Error },
+    #[error("{0}")]
+    CheckFailed(String),
+    #[error("{0}")]
+    Incomplete(String),
+    #[error("{0} is not implemented yet")]
+    NotImplemented(String),
+    /// The original failure, and a cleanup that failed after it: both are reported.
+    #[error("{cause}; cleanup also failed: {cleanup}")]
+    WithCleanup { cause: Box<Error>, cleanup: Box<Error> },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn io(what: impl Into<String>, path: impl AsRef<Path>, source: std::io::Error) -> Error {
+        Error::Io { what: what.into(), path: path.as_ref().to_path_buf(), source }
+    }
+    pub fn bad_input(msg: impl Into<String>) -> Error {
+        Error::BadInput { msg: msg.into(), field: None }
+    }
+    pub fn bad_field(field: impl Into<String>, msg: impl Into<String>) -> Error {
+        let field = field.into();
+        Error::BadInput { msg: format!("field `{}`: {}", field, msg.into()), field: Some(field) }
+    }
+    pub fn failed(msg: impl Into<String>) -> Error {
+        Error::Failed(msg.into())
+    }
+    pub fn env(msg: impl Into<String>) -> Error {
+        Error::Environment(msg.into())
+    }
+    /// Keep `self` as the cause and attach a cleanup failure to it, if there was one.
+    pub fn with_cleanup(self, cleanup: Result<()>) -> Error {
+        match cleanup {
+            Ok(()) => self,
+            Err(c) => Error::WithCleanup { cause: Box::new(self), cleanup: Box::new(c) },
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) => exit::USAGE,
+            Error::BadInput { .. } => exit::BAD_INPUT,
+            Error::Environment(_) => exit::ENVIRONMENT,
+            Error::Failed(_) | Error::Io { .. } => exit::FAILED,
+            Error::CheckFailed(_) => exit::CHECK_FAILED,
+            Error::Incomplete(_) => exit::INCOMPLETE,
+            Error::NotImplemented(_) => exit::NOT_IMPLEMENTED,
+            Error::WithCleanup { cause, .. } => cause.exit_code(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Usage(_) => "usage",
+            Error::BadInput { .. } => "bad_input",
+            Error::Environment(_) => "environment",
+            Error::Failed(_) | Error::Io { .. } => "failed",
+            Error::CheckFailed(_) => "check_failed",
+            Error::Incomplete(_) => "incomplete",
+            Error::NotImplemented(_) => "not_implemented",
+            Error::WithCleanup { cause, .. } => cause.kind(),
+        }
+    }
+
+    /// The one-line JSON object a tool prints on stderr.
+    pub fn to_json(&self, tool: &str) -> serde_json::Value {
+        let mut v = json!({
+            "drums": crate::record::VERSION,
+            "type": "error",
+            "tool": tool,
+            "kind": self.kind(),
+            "exit": self.exit_code(),
+            "message": self.to_string(),
+        });
+        match self {
+            Error::BadInput { field: Some(f), .. } => v["field"] = json!(f),
+            Error::Io { path, source, .. } => {
+                v["path"] = json!(path);
+                v["errno"] = json!(source.raw_os_error());
+            }
+            Error::WithCleanup { cleanup, .. } => v["cleanup_error"] = json!(cleanup.to_string()),
+            _ => {}
+        }
+        v
+    }
+}
+
+impl From<nix::Error> for Error {
+    fn from(e: nix::Error) -> Error {
+        Error::Failed(format!("system call failed: {e}"))
+    }
+}
+
+/// Attach a path and an action to an I/O result.
+pub trait IoContext<T> {
+    fn ctx(self, what: &str, path: impl AsRef<Path>) -> Result<T>;
+}
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, what: &str, path: impl AsRef<Path>) -> Result<T> {
+        self.map_err(|e| Error::io(what, path, e))
+    }
+}
+impl<T> IoContext<T> for nix::Result<T> {
+    fn ctx(self, what: &str, path: impl AsRef<Path>) -> Result<T> {
+        self.map_err(|e| Error::io(what, path, std::io::Error::from_raw_os_error(e as i32)))
+    }
+}

@@ -1,0 +1,313 @@
+//! The ownership ledger: a session's list of everything it owns, written *before* each resource is
+//! created, so that destroy and the sweep can always find it.
+//!
+//! Format: `<state_dir>/ledger.jsonl`, one JSON object per line. The first line is the owner entry.
+//! Each later line says that a resource is about to be created (`"op":"create"`), has been removed
+//! (`"op":"release"`), or marks a phase of the session's life (`"op":"phase"`). Appends take an exclusive
+//! `flock` and are one `write` of a whole line followed by `fsync`, so concurrent tools never interleave
+//! and a crash leaves at most one truncated last line, which readers skip and report.
+
+use crate::error::{Error, IoContext, Result};
+use crate::record::Owner;
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = "ledger.jsonl";
+
+/// One thing a session owns.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Resource {
+    /// A directory Drums made (removed recursively at destroy; only below the state or checkpoint root).
+    Dir { path: PathBuf },
+    /// A mount point on the host (tmpfs, overlay).
+    Mount { path: PathBuf },
+    /// The host end of a veth pair (deleting it deletes the pair).
+    Link { name: String },
+    /// An address-pool slot, held by an exclusive file.
+    Slot { index: u32, path: PathBuf },
+    /// A process as seen from the host. `init: true` is the PID 1 of the session's PID namespace:
+    /// killing it ends every process in the namespace.
+    Process { pid: i32, start_time: u64, role: String, #[serde(default)] init: bool },
+    /// A cgroup directory in one hierarchy.
+    Cgroup { path: PathBuf },
+    /// A CRIU image directory (kept at destroy unless asked).
+    Image { path: PathBuf },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Entry {
+    Owner { t: f64, session: String, owner: Owner, ttl_s: Option<u64> },
+    Create { t: f64, res: Resource },
+    Release { t: f64, res: Resource },
+    /// A life-cycle mark ("creating", "restoring", "live", "parked", "taken", "destroying") with the
+    /// process that set it: the sweep leaves a session alone while a live process holds it in a
+    /// creating phase.
+    Phase { t: f64, phase: String, by: Owner },
+}
+
+/// What a read of the ledger found.
+#[derive(Debug, Clone)]
+pub struct Contents {
+    pub entries: Vec<Entry>,
+    /// Lines that did not parse (a truncated last line after a crash): skipped, counted.
+    pub skipped_lines: usize,
+}
+
+impl Contents {
+    pub fn owner(&self) -> Option<(&str, &Owner, Option<u64>, f64)> {
+        self.entries.iter().find_map(|e| match e {
+            Entry::Owner { session, owner, ttl_s, t } => Some((session.as_str(), owner, *ttl_s, *t)),
+            _ => None,
+        })
+    }
+    /// Resources created and not released, in creation order.
+    pub fn live(&self) -> Vec<Resource> {
+        let mut live: Vec<Resource> = Vec::new();
+        for e in &self.entries {
+            match e {
+                Entry::Create { res, .. } => live.push(res.clone()),
+                Entry::Release { res, .. } => {
+                    if let Some(i) = live.iter().rposition(|r| r == res) {
+                        live.remove(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        live
+    }
+    pub fn last_phase(&self) -> Option<(&str, &Owner, f64)> {
+        self.entries.iter().rev().find_map(|e| match e {
+            Entry::Phase { phase, by, t } => Some((phase.as_str(), by, *t)),
+            _ => None,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    dir: PathBuf,
+}
+
+impl Ledger {
+    /// Make the state directory and write the owner entry. Fails if the session already exists.
+    pub fn create(dir: &Path, session: &str, owner: Owner, ttl_s: Option<u64>) -> Result<Ledger> {
+        if let Some(parent) = dir.parent() {
+            std::fs::DirBuilder::new().recursive(true).mode(0o755).create(parent).ctx("create directory", parent)?;
+        }
+        std::fs::DirBuilder::new().mode(0o700).create(dir).ctx("create state directory", dir)?;
+        let path = dir.join(FILE_NAME);
+        let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).ctx("create ledger", &path)?;
+        let line = line_of(&Entry::Owner { t: crate::state::now(), session: session.to_string(), owner, ttl_s });
+        f.write_all(line.as_bytes()).ctx("write ledger", &path)?;
+        f.sync_all().ctx("sync ledger", &path)?;
+        Ok(Ledger { dir: dir.to_path_buf() })
+    }
+
+    /// Open an existing ledger.
+    pub fn open(dir: &Path) -> Result<Ledger> {
+        let path = dir.join(FILE_NAME);
+        if !path.is_file() {
+            return Err(Error::bad_input(format!("{}: no ledger (is the session already destroyed?)", path.display())));
+        }
+        Ok(Ledger { dir: dir.to_path_buf() })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(FILE_NAME)
+    }
+
+    /// Record that `res` is about to be created. Call this before creating it.
+    pub fn create_res(&self, res: Resource) -> Result<()> {
+        self.append(&Entry::Create { t: crate::state::now(), res })
+    }
+    /// Record that `res` no longer exists.
+    pub fn release(&self, res: Resource) -> Result<()> {
+        self.append(&Entry::Release { t: crate::state::now(), res })
+    }
+    pub fn phase(&self, phase: &str) -> Result<()> {
+        self.append(&Entry::Phase { t: crate::state::now(), phase: phase.to_string(), by: crate::proc::me()? })
+    }
+
+    pub fn append(&self, entry: &Entry) -> Result<()> {
+        let path = self.path();
+        let f = OpenOptions::new().read(true).append(true).open(&path).ctx("open ledger", &path)?;
+        let _lock = Flock::exclusive(&f, &path)?;
+        let mut line = line_of(entry);
+        // A crash mid-write leaves a line without its newline; start ours on a fresh line so only the
+        // damaged line is lost.
+        if !ends_with_newline(&f) {
+            line.insert(0, '\n');
+        }
+        (&f).write_all(line.as_bytes()).ctx("append to ledger", &path)?;
+        f.sync_data().ctx("sync ledger", &path)?;
+        Ok(())
+    }
+
+    pub fn read(&self) -> Result<Contents> {
+        read_file(&self.path())
+    }
+}
+
+fn ends_with_newline(f: &File) -> bool {
+    use std::os::unix::fs::FileExt;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if len == 0 {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    f.read_at(&mut b, len - 1).map(|_| b[0] == b'\n').unwrap_or(true)
+}
+
+fn line_of(e: &Entry) -> String {
+    let mut s = serde_json::to_string(e).expect("ledger entries serialize");
+    s.push('\n');
+    s
+}
+
+pub fn read_file(path: &Path) -> Result<Contents> {
+    let text = std::fs::read(path).ctx("read ledger", path)?;
+    let text = String::from_utf8_lossy(&text);
+    let mut entries = Vec::new();
+    let mut skipped_lines = 0;
+    for line in text.split('\n').filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Entry>(line) {
+            Ok(e) => entries.push(e),
+            Err(_) => skipped_lines += 1,
+        }
+    }
+    Ok(Contents { entries, skipped_lines })
+}
+
+/// An flock held until drop.
+pub struct Flock<'a> {
+    f: &'a File,
+}
+impl<'a> Flock<'a> {
+    pub fn exclusive(f: &'a File, path: &Path) -> Result<Flock<'a>> {
+        loop {
+            let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+            if r == 0 {
+                return Ok(Flock { f });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(Error::io("lock", path, e));
+            }
+        }
+    }
+}
+impl Drop for Flock<'_> {
+    fn drop(&mut self) {
+        unsafe { libc::flock(self.f.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> Owner {
+        Owner { pid: 42, start_time: 7 }
+    }
+    fn tmp() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("drums-ledger-test-{}", crate::state::new_id('d')));
+        d
+    }
+
+    #[test]
+    fn create_append_read_release() {
+        let dir = tmp();
+        let l = Ledger::create(&dir, "d-1", owner(), Some(60)).unwrap();
+        l.create_res(Resource::Mount { path: "/x".into() }).unwrap();
+        l.create_res(Resource::Link { name: "drums-1".into() }).unwrap();
+        l.release(Resource::Mount { path: "/x".into() }).unwrap();
+        let c = l.read().unwrap();
+        assert_eq!(c.owner().unwrap().0, "d-1");
+        assert_eq!(c.owner().unwrap().2, Some(60));
+        assert_eq!(c.live(), vec![Resource::Link { name: "drums-1".into() }]);
+        assert_eq!(c.skipped_lines, 0);
+        assert!(Ledger::create(&dir, "d-1", owner(), None).is_err(), "a second create must fail");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(Ledger::open(&dir).is_err(), "a removed ledger is gone");
+    }
+
+    #[test]
+    fn concurrent_appends_do_not_interleave() {
+        let dir = tmp();
+        let l = Ledger::create(&dir, "d-2", owner(), None).unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    for i in 0..50 {
+                        l.create_res(Resource::Dir { path: format!("/t{t}/{i}/{}", "x".repeat(300)).into() }).unwrap();
+                    }
+                })
+            })
+            .collect();
+        // And from other processes: fork children that append through their own descriptors.
+        let mut kids = vec![];
+        for k in 0..4 {
+            match unsafe { libc::fork() } {
+                0 => {
+                    let l2 = Ledger::open(&dir).unwrap();
+                    for i in 0..50 {
+                        l2.create_res(Resource::Link { name: format!("p{k}-{i}") }).unwrap();
+                    }
+                    unsafe { libc::_exit(0) };
+                }
+                pid => kids.push(pid),
+            }
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+        for pid in kids {
+            let mut st = 0;
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            assert_eq!(st, 0);
+        }
+        let c = l.read().unwrap();
+        assert_eq!(c.skipped_lines, 0);
+        assert_eq!(c.live().len(), 8 * 50 + 4 * 50);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn truncated_last_line_is_skipped_and_appends_continue() {
+        let dir = tmp();
+        let l = Ledger::create(&dir, "d-3", owner(), None).unwrap();
+        l.create_res(Resource::Mount { path: "/a".into() }).unwrap();
+        // What a kill -9 in the middle of a write leaves.
+        let mut f = OpenOptions::new().append(true).open(l.path()).unwrap();
+        f.write_all(br#"{"op":"create","t":1.0,"res":{"kind":"mou"#).unwrap();
+        let c = l.read().unwrap();
+        assert_eq!(c.skipped_lines, 1);
+        assert_eq!(c.live(), vec![Resource::Mount { path: "/a".into() }]);
+        l.create_res(Resource::Link { name: "drums-x".into() }).unwrap();
+        let c = l.read().unwrap();
+        assert_eq!(c.skipped_lines, 1);
+        assert_eq!(c.live().len(), 2, "an append after a torn line is kept");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn phases_are_read_back() {
+        let dir = tmp();
+        let l = Ledger::create(&dir, "d-4", owner(), None).unwrap();
+        l.phase("creating").unwrap();
+        l.phase("live").unwrap();
+        assert_eq!(l.read().unwrap().last_phase().unwrap().0, "live");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,64 @@
+//! Processes named safely across PID reuse: a pid with its start time.
+
+use crate::error::{IoContext, Result};
+use crate::record::Owner;
+use std::path::Path;
+
+/// Start time of a process in clock ticks after boot (/proc/PID/stat field 22), or None if it is gone.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses: fields after it follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// State letter of a process (R, S, Z, ...), or None if it is gone.
+pub fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].chars().next()
+}
+
+/// Whether the process `pid` started at `start` still exists and has not exited (zombies count as gone).
+pub fn alive(pid: i32, start: u64) -> bool {
+    start_time(pid) == Some(start) && !matches!(state(pid), Some('Z') | Some('X') | None)
+}
+
+pub fn me() -> Result<Owner> {
+    let pid = std::process::id() as i32;
+    let start_time = start_time(pid).ok_or_else(|| crate::Error::failed("cannot read /proc/self/stat"))?;
+    Ok(Owner { pid, start_time })
+}
+
+/// The inode of one of a process's namespaces ("pid", "mnt", "net", "ipc", "uts").
+pub fn ns_inode(pid: i32, ns: &str) -> Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let p = format!("/proc/{pid}/ns/{ns}");
+    Ok(std::fs::metadata(&p).ctx("stat namespace", &p)?.ino())
+}
+
+/// Host PIDs of every process whose PID namespace is `pidns` (inode).
+pub fn pids_in_pidns(pidns: u64) -> Vec<i32> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = vec![];
+    let Ok(rd) = std::fs::read_dir("/proc") else { return out };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if let Ok(m) = std::fs::metadata(Path::new("/proc").join(pid.to_string()).join("ns/pid")) {
+            if m.ino() == pidns {
+                out.push(pid);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The PID of a host process as seen inside its innermost PID namespace (last NSpid entry).
+pub fn ns_pid(host_pid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("NSpid:")).and_then(|v| v.split_whitespace().last()?.parse().ok())
+}
+
+pub fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_string()).unwrap_or_default()
+}

@@ -1,0 +1,285 @@
+//! The records every tool reads and writes: one JSON object per line, versioned, typed by `type`.
+//! Field-by-field documentation: docs/record.md. Readers keep members they do not know (`extra`), so a
+//! record passes through a stage that is older than the stage that wrote it without losing anything.
+
+use crate::error::{Error, Result};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+
+/// The record format version. A record whose `drums` member differs is refused.
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Owner {
+    /// Host PID of the process that created the session (or took it from a pool).
+    pub pid: i32,
+    /// That process's start time in clock ticks after boot (/proc/PID/stat field 22): pid + start time
+    /// names one process across PID reuse.
+    pub start_time: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Overlay {
+    /// The merged mount: the session's root file system as seen from the host.
+    pub merged: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    /// The tmpfs holding upper and work.
+    pub tmpfs: PathBuf,
+    /// Read-only layers above the host's `/`, topmost first (checkpoint layer, then template layers).
+    pub layers: Vec<PathBuf>,
+    /// Size limit of the tmpfs, bytes.
+    pub tmpfs_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NsInodes {
+    pub pid: u64,
+    pub mnt: u64,
+    pub net: u64,
+    pub ipc: u64,
+    pub uts: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Namespaces {
+    /// Host PID of the session's init (PID 1 inside).
+    pub init_pid: i32,
+    /// Start time of the init, clock ticks after boot.
+    pub init_start_time: u64,
+    pub hostname: String,
+    /// Namespace inode numbers as the kernel reports them (/proc/PID/ns/*).
+    pub inodes: NsInodes,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Net {
+    /// Index in the address pool (docs/record.md, "Addresses").
+    pub slot: u32,
+    /// Host end of the veth pair, in the root network namespace.
+    pub host_if: String,
+    /// Session end of the veth pair, inside the session.
+    pub session_if: String,
+    pub host_addr: String,
+    pub session_addr: String,
+    pub prefix_len: u8,
+    /// MAC address of the session end.
+    pub session_mac: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionProcess {
+    pub role: String,
+    /// PID inside the session's PID namespace.
+    pub pid: i32,
+    /// PID as seen from the host, at the time it was recorded.
+    pub host_pid: i32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Desktop {
+    /// X display number: DISPLAY=:N inside the session.
+    pub display: u32,
+    pub width: u32,
+    pub height: u32,
+    pub depth: u32,
+    /// The X server's socket: abstract (`@/tmp/.X11-unix/XN`, reachable from the session's network
+    /// namespace) and path form inside the session.
+    pub x_socket: String,
+    /// The page Chromium shows.
+    pub url: String,
+    /// The page title the readiness rule expects.
+    pub title: String,
+    /// Chromium's DevTools port on the session's loopback.
+    pub devtools_port: u16,
+    /// The guest server as the host reaches it, or null when no guest was started.
+    pub guest_url: Option<String>,
+    pub processes: Vec<SessionProcess>,
+    /// Versions of what makes the session: kernel, Xvfb, openbox, Chromium, CRIU, drums.
+    pub manifest: Map<String, Value>,
+    /// Seconds `drums-desktop start` took.
+    pub start_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Ready {
+    pub ready: bool,
+    /// Seconds from the first poll until both conditions held; null when not ready.
+    pub ready_s: Option<f64>,
+    /// Fraction of pixels that differ from a blank desktop, at the last poll.
+    pub changed_fraction: Option<f64>,
+    pub threshold: f64,
+    pub title_expected: String,
+    /// Window titles seen at the last poll (client windows of the window manager).
+    pub titles_seen: Vec<String>,
+    pub polls: u32,
+    /// The screenshot saved as evidence, if asked for.
+    pub png: Option<PathBuf>,
+    /// Which conditions did not hold at the last poll: "pixels", "title", "display".
+    pub failed: Vec<String>,
+    /// Unix time of the check.
+    pub checked_at: f64,
+}
+
+/// A session: everything the tools know of one desktop session. Each stage fills in its section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Session {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    pub state_dir: PathBuf,
+    /// Unix seconds.
+    pub created_at: f64,
+    pub owner: Owner,
+    /// Seconds after `created_at` when the sweep may destroy the session; null: no limit.
+    #[serde(default)]
+    pub ttl_s: Option<u64>,
+    #[serde(default)]
+    pub overlay: Option<Overlay>,
+    #[serde(default)]
+    pub ns: Option<Namespaces>,
+    #[serde(default)]
+    pub net: Option<Net>,
+    #[serde(default)]
+    pub desktop: Option<Desktop>,
+    #[serde(default)]
+    pub ready: Option<Ready>,
+    /// Members written by stages this version does not know, kept as they are.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+pub const SESSION: &str = "session";
+pub const CHECKPOINT: &str = "checkpoint";
+
+/// Parse one line into a JSON object and check its version and type.
+pub fn parse_line(line: &str, want_type: &str) -> Result<Value> {
+    let v: Value = serde_json::from_str(line)
+        .map_err(|e| Error::bad_input(format!("malformed JSON: {e}")))?;
+    let obj = v.as_object().ok_or_else(|| Error::bad_input("a record must be a JSON object"))?;
+    match obj.get("drums") {
+        None => return Err(Error::bad_field("drums", "missing (the record format version)")),
+        Some(Value::Number(n)) if n.as_u64() == Some(VERSION as u64) => {}
+        Some(other) => {
+            return Err(Error::bad_field("drums", format!("version {other} is not supported (this tool reads {VERSION})")))
+        }
+    }
+    match obj.get("type").and_then(Value::as_str) {
+        None => return Err(Error::bad_field("type", "missing")),
+        Some(t) if t == want_type => {}
+        Some(t) => return Err(Error::bad_field("type", format!("`{t}` given, `{want_type}` expected"))),
+    }
+    Ok(v)
+}
+
+/// Deserialize a checked object into a typed record, naming the field that is missing or wrong.
+pub fn from_value<T: DeserializeOwned>(v: Value) -> Result<T> {
+    serde_json::from_value(v).map_err(|e| {
+        let msg = e.to_string();
+        if let Some(rest) = msg.strip_prefix("missing field `") {
+            let field = rest.split('`').next().unwrap_or("").to_string();
+            Error::bad_field(field, "missing")
+        } else {
+            Error::bad_input(format!("record does not fit its type: {msg}"))
+        }
+    })
+}
+
+impl Session {
+    pub fn parse(line: &str) -> Result<Session> {
+        let s: Session = from_value(parse_line(line, SESSION)?)?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Refuse records whose names could point a tool at something that is not this session's.
+    pub fn validate(&self) -> Result<()> {
+        crate::state::check_id(&self.id).map_err(|m| Error::bad_field("id", m))?;
+        let expected = crate::state::session_dir(&self.id);
+        if self.state_dir != expected {
+            return Err(Error::bad_field(
+                "state_dir",
+                format!("{} is not {} (the state directory of session {})", self.state_dir.display(), expected.display(), self.id),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A section written by a stage this library does not type, or null.
+    pub fn section(&self, name: &str) -> Option<&Value> {
+        self.extra.get(name).filter(|v| !v.is_null())
+    }
+    pub fn set_section(&mut self, name: &str, v: impl Serialize) {
+        self.extra.insert(name.to_string(), serde_json::to_value(v).expect("sections serialize"));
+    }
+
+    pub fn ns(&self) -> Result<&Namespaces> {
+        self.ns.as_ref().ok_or_else(|| Error::bad_field("ns", "missing: run drums-ns create first"))
+    }
+    pub fn overlay(&self) -> Result<&Overlay> {
+        self.overlay.as_ref().ok_or_else(|| Error::bad_field("overlay", "missing: run drums-overlay create first"))
+    }
+    pub fn desktop(&self) -> Result<&Desktop> {
+        self.desktop.as_ref().ok_or_else(|| Error::bad_field("desktop", "missing: run drums-desktop start first"))
+    }
+    pub fn net(&self) -> Result<&Net> {
+        self.net.as_ref().ok_or_else(|| Error::bad_field("net", "missing: run drums-ns create first"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn minimal(id: &str) -> String {
+        format!(
+            r#"{{"drums":1,"type":"session","id":"{id}","state_dir":"{}","created_at":1.5,"owner":{{"pid":1,"start_time":2}},"future_member":{{"x":1}}}}"#,
+            crate::state::session_dir(id).display()
+        )
+    }
+
+    #[test]
+    fn parses_and_keeps_unknown_members() {
+        let s = Session::parse(&minimal("d-abc123")).unwrap();
+        assert_eq!(s.id, "d-abc123");
+        let out = serde_json::to_value(&s).unwrap();
+        assert_eq!(out["future_member"]["x"], 1);
+    }
+
+    #[test]
+    fn refuses_wrong_version_and_names_the_field() {
+        let line = minimal("d-abc123").replace("\"drums\":1", "\"drums\":9");
+        match Session::parse(&line) {
+            Err(Error::BadInput { field: Some(f), .. }) => assert_eq!(f, "drums"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_a_missing_field() {
+        let line = minimal("d-abc123").replace(",\"created_at\":1.5", "");
+        match Session::parse(&line) {
+            Err(Error::BadInput { field: Some(f), .. }) => assert_eq!(f, "created_at"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn refuses_hostile_ids_and_state_dirs() {
+        let line = minimal("d-abc123").replace("d-abc123\",\"state_dir", "../../etc\",\"state_dir");
+        assert!(matches!(Session::parse(&line), Err(Error::BadInput { .. })));
+        let line = minimal("d-abc123").replace(&crate::state::session_dir("d-abc123").display().to_string(), "/etc");
+        match Session::parse(&line) {
+            Err(Error::BadInput { field: Some(f), .. }) => assert_eq!(f, "state_dir"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn refuses_malformed_json() {
+        assert!(matches!(Session::parse("{"), Err(Error::BadInput { .. })));
+        assert!(matches!(Session::parse("[1]"), Err(Error::BadInput { .. })));
+    }
+}

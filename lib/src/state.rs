@@ -1,0 +1,49 @@
+//! Where Drums keeps its state, and the names it gives things.
+
+use std::path::PathBuf;
+
+/// Root of per-session state (ledgers, overlay mounts): $DRUMS_STATE_DIR, default /run/drums.
+pub fn state_root() -> PathBuf {
+    std::env::var_os("DRUMS_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/drums"))
+}
+pub fn sessions_root() -> PathBuf {
+    state_root().join("sessions")
+}
+pub fn session_dir(id: &str) -> PathBuf {
+    sessions_root().join(id)
+}
+/// Root of checkpoints, which outlive sessions: $DRUMS_CHECKPOINT_DIR, default /var/lib/drums/checkpoints.
+pub fn checkpoint_root() -> PathBuf {
+    std::env::var_os("DRUMS_CHECKPOINT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib/drums/checkpoints"))
+}
+
+/// Prefix of every name Drums gives a kernel object (veth links, cgroup directories): the sweep's
+/// evidence that an unledgered object is Drums'.
+pub const NAME_PREFIX: &str = "drums";
+
+/// A session or checkpoint id: `d-` or `c-` and 1..32 of [a-z0-9], so it is safe as a path component
+/// and fits in an interface name.
+pub fn check_id(id: &str) -> Result<(), String> {
+    let ok_prefix = id.starts_with("d-") || id.starts_with("c-");
+    let rest = id.get(2..).unwrap_or("");
+    if ok_prefix && !rest.is_empty() && rest.len() <= 32 && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(format!("`{id}` is not a Drums id (d- or c- followed by 1 to 32 of a-z, 0-9)"))
+    }
+}
+
+/// A new random id with the given prefix ('d' for sessions, 'c' for checkpoints).
+pub fn new_id(prefix: char) -> String {
+    let mut buf = [0u8; 8];
+    // getrandom(2) on a fresh buffer: ids must differ between restored clones too, so no cached RNG state.
+    let got = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    assert_eq!(got, buf.len() as isize, "getrandom failed");
+    format!("{prefix}-{:012x}", u64::from_le_bytes(buf) & 0xffff_ffff_ffff)
+}
+
+pub fn now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}

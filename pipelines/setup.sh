@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One-command setup of a Debian 12 machine for Drums, idempotent: the Debian packages sessions use, CRIU
+# >= 4.2, the release build of the tools, the session template, and the man pages. Needs root.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+log() { printf 'setup: %s\n' "$*" >&2; }
+[ "$(id -u)" = 0 ] || { echo "setup: run as root" >&2; exit 4; }
+
+packages=(xvfb openbox dbus dbus-x11 at-spi2-core chromium x11-utils x11-xserver-utils iproute2 iptables nftables
+  python3 python3-xlib python3-tk python3-pip python3-venv sudo mandoc jq curl procps psmisc
+  busybox-static cpio qemu-system-x86 fonts-dejavu-core)
+missing=()
+for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >&2
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+fi
+
+log "CRIU"
+criu=$("$here/pipelines/install-criu.sh")
+log "CRIU is $criu"
+
+log "building the tools (release)"
+(cd "$here" && cargo build --release --workspace --quiet >&2)
+
+for hook in "$here"/pipelines/setup.d/*.sh; do
+  [ -e "$hook" ] || continue
+  log "running ${hook#$here/}"
+  bash "$hook" >&2
+done
+
+log "man pages"
+mkdir -p /usr/local/share/man/man1 /usr/local/share/man/man7
+for page in "$here"/man/*.1; do [ -e "$page" ] && install -m 644 "$page" /usr/local/share/man/man1/; done
+for page in "$here"/man/*.7; do [ -e "$page" ] && install -m 644 "$page" /usr/local/share/man/man7/; done
+mandb -q >/dev/null 2>&1 || true
+log "done"

@@ -1,0 +1,152 @@
+//! Every tool behaves alike: --help, --version, usage errors, bad input, and its man page.
+
+use drums_tests::*;
+use std::collections::BTreeSet;
+
+#[test]
+fn help_goes_to_stdout_and_exits_zero() {
+    for t in TOOLS {
+        let o = run(t, &["--help"], "");
+        assert_eq!(o.status.code(), Some(0), "{t} --help");
+        assert!(text(&o.stdout).contains("Usage"), "{t} --help prints usage on stdout");
+        assert!(o.stderr.is_empty(), "{t} --help writes nothing on stderr");
+    }
+}
+
+#[test]
+fn version_goes_to_stdout_and_exits_zero() {
+    for t in TOOLS {
+        let o = run(t, &["--version"], "");
+        assert_eq!(o.status.code(), Some(0), "{t} --version");
+        assert!(text(&o.stdout).starts_with(t), "{t} --version names the tool");
+    }
+}
+
+fn assert_json_error(t: &str, o: &std::process::Output, code: i32, kind: &str) {
+    assert_eq!(o.status.code(), Some(code), "{t}: exit code; stderr: {}", text(&o.stderr));
+    assert!(o.stdout.is_empty(), "{t}: stdout must stay empty on error, got {}", text(&o.stdout));
+    let err = text(&o.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{t}: stderr is not JSON ({e}): {err}"));
+    assert_eq!(v["type"], "error", "{t}");
+    assert_eq!(v["kind"], kind, "{t}: {v}");
+    assert_eq!(v["exit"], code, "{t}");
+    assert_eq!(v["tool"], *t, "{t}");
+}
+
+#[test]
+fn unknown_option_is_a_usage_error() {
+    for t in TOOLS {
+        let o = run(t, &["--no-such-option"], "");
+        assert_json_error(t, &o, 2, "usage");
+    }
+}
+
+/// Tools that read records refuse a malformed one with the bad-input code, before touching anything.
+#[test]
+fn malformed_input_is_refused() {
+    for (t, args) in record_readers() {
+        let o = run(t, args, "{\n");
+        if o.status.code() == Some(drums::error::exit::NOT_IMPLEMENTED) {
+            assert_json_error(t, &o, 7, "not_implemented");
+            continue;
+        }
+        assert_json_error(t, &o, 3, "bad_input");
+    }
+}
+
+#[test]
+fn wrong_version_and_missing_fields_are_named() {
+    let rec = r#"{"drums":99,"type":"session","id":"d-1"}"#;
+    for (t, args) in record_readers() {
+        let o = run(t, args, rec);
+        if o.status.code() == Some(drums::error::exit::NOT_IMPLEMENTED) {
+            continue;
+        }
+        assert_json_error(t, &o, 3, "bad_input");
+        let v: serde_json::Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap()).unwrap();
+        assert_eq!(v["field"], "drums", "{t}: {v}");
+    }
+}
+
+/// (tool, arguments) of every command that reads session or checkpoint records on stdin.
+fn record_readers() -> Vec<(&'static str, &'static [&'static str])> {
+    let spec = std::fs::read_to_string(repo_root().join("tests/record-readers.txt")).unwrap();
+    spec.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let mut words = l.split_whitespace().map(|w| &*Box::leak(w.to_string().into_boxed_str()));
+            let t = words.next().unwrap();
+            let args: Vec<&'static str> = words.collect();
+            (t, &*Box::leak(args.into_boxed_slice()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_tool_has_a_man_page_naming_every_long_option() {
+    for t in TOOLS {
+        let page = repo_root().join(format!("man/{t}.1"));
+        let o = run(t, &["--help"], "");
+        if !page.exists() {
+            let stub = run(t, &[], "");
+            assert_eq!(stub.status.code(), Some(7), "{t} has no man page, so it must still say it is not implemented");
+            continue;
+        }
+        let man = std::fs::read_to_string(&page).unwrap().replace("\\-", "-");
+        let mut longs = BTreeSet::new();
+        collect_long_options(&text(&o.stdout), &mut longs);
+        for sub in subcommands(&text(&o.stdout)) {
+            collect_long_options(&text(&run(t, &[&sub, "--help"], "").stdout), &mut longs);
+        }
+        for l in longs {
+            assert!(man.contains(&l), "{t}: option {l} is not in man/{t}.1");
+        }
+    }
+}
+
+fn collect_long_options(help: &str, out: &mut BTreeSet<String>) {
+    for w in help.split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[' || c == '<') {
+        if w.starts_with("--") && w.len() > 2 && w != "--help" && w != "--version" {
+            out.insert(w.trim_end_matches(|c: char| !c.is_alphanumeric()).to_string());
+        }
+    }
+}
+
+fn subcommands(help: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut in_cmds = false;
+    for l in help.lines() {
+        if l.starts_with("Commands:") {
+            in_cmds = true;
+            continue;
+        }
+        if in_cmds {
+            if l.trim().is_empty() {
+                break;
+            }
+            let w = l.split_whitespace().next().unwrap_or("");
+            if w != "help" {
+                out.push(w.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn man_pages_lint_clean() {
+    let pages: Vec<_> = std::fs::read_dir(repo_root().join("man"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("1") | Some("7")))
+        .collect();
+    assert!(!pages.is_empty(), "no man pages");
+    let o = std::process::Command::new("mandoc")
+        .args(["-T", "lint", "-W", "warning"])
+        .args(&pages)
+        .output()
+        .expect("mandoc is not installed (pipelines/setup.sh installs it)");
+    assert!(o.status.success() && o.stdout.is_empty(), "mandoc -T lint:\n{}{}", text(&o.stdout), text(&o.stderr));
+}
