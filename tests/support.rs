@@ -63,3 +63,87 @@ pub fn session_lock() -> SessionLock {
 pub fn require_root() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "these tests need root (namespaces, mounts, cgroups)");
 }
+
+/// What Drums holds on this machine, as the before-stop check sees it: processes in PID namespaces other
+/// than the host's, mounts whose point names drums, links named drums*, cgroup directories named drums
+/// (and everything below them), session state directories. A suite must leave every list empty.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inventory {
+    /// "pid comm" of every live process outside the host PID namespace.
+    pub processes: Vec<String>,
+    /// The same for zombies: they hold nothing but a pid and wait for whichever unrelated parent they have,
+    /// so `is_empty` does not count them.
+    pub zombies: Vec<String>,
+    pub mounts: Vec<String>,
+    pub links: Vec<String>,
+    pub cgroups: Vec<String>,
+    pub state_dirs: Vec<String>,
+}
+
+impl Inventory {
+    pub fn is_empty(&self) -> bool {
+        self.processes.is_empty() && self.mounts.is_empty() && self.links.is_empty() && self.cgroups.is_empty() && self.state_dirs.is_empty()
+    }
+}
+
+pub fn inventory() -> Inventory {
+    use std::os::unix::fs::MetadataExt;
+    let mut inv = Inventory::default();
+    // Our own namespace, not PID 1's: /proc/1/ns may be closed to us (PID 1 can hold capabilities we lack).
+    let host_pidns = std::fs::metadata("/proc/self/ns/pid").map(|m| m.ino()).ok();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(m) = std::fs::metadata(format!("/proc/{pid}/ns/pid")) else { continue };
+        if Some(m.ino()) != host_pidns {
+            let p = format!("{pid} {}", drums::proc::comm(pid));
+            if drums::proc::state(pid) == Some('Z') {
+                inv.zombies.push(p);
+            } else {
+                inv.processes.push(p);
+            }
+        }
+    }
+    for l in std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default().lines() {
+        if let Some(mp) = l.split(' ').nth(4) {
+            if mp.to_lowercase().contains("drums") {
+                inv.mounts.push(mp.to_string());
+            }
+        }
+    }
+    if let Ok(o) = Command::new("ip").args(["-o", "link", "show"]).output() {
+        for l in text(&o.stdout).lines() {
+            if let Some(name) = l.split(": ").nth(1) {
+                let name = name.split('@').next().unwrap_or(name);
+                if name.starts_with("drums") || name.starts_with("dr-") {
+                    inv.links.push(name.to_string());
+                }
+            }
+        }
+    }
+    fn walk(d: &Path, depth: usize, below_drums: bool, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) || e.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+            let p = e.path();
+            let drums = below_drums || e.file_name().to_string_lossy().to_lowercase().contains("drums");
+            if drums && depth >= 2 {
+                out.push(p.display().to_string());
+            }
+            if depth < 6 {
+                walk(&p, depth + 1, drums, out);
+            }
+        }
+    }
+    walk(Path::new("/sys/fs/cgroup"), 1, false, &mut inv.cgroups);
+    for e in std::fs::read_dir(drums::state::sessions_root()).into_iter().flatten().flatten() {
+        inv.state_dirs.push(e.path().display().to_string());
+    }
+    inv.processes.sort();
+    inv.zombies.sort();
+    inv.mounts.sort();
+    inv.links.sort();
+    inv.cgroups.sort();
+    inv.state_dirs.sort();
+    inv
+}

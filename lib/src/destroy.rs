@@ -1,1 +1,455 @@
-//! (being written)
+//! Destroying a session from its ledger alone, and sweeping away what crashed runs left behind.
+//!
+//! `destroy` reads `<state_dir>/ledger.jsonl` and removes every resource created and not yet released, in
+//! an order that lets each step succeed: processes (a session's init takes its whole PID namespace with
+//! it), then mounts deepest first, links, cgroup directories, slots, directories, and last the state
+//! directory with the ledger. Each resource is released in the ledger as soon as it is gone, so a destroy
+//! killed midway resumes where it stopped. Anything already gone counts as removed: destroying twice is
+//! not an error. Whatever could not be removed is reported with its reason, and the state directory and
+//! ledger are then kept, so that a later sweep can try again.
+//!
+//! `sweep` (the cron mode of drums-sweep) decides which sessions are orphans and which unledgered objects
+//! carry Drums' names; it calls `destroy` for the former.
+
+mod fsops;
+mod links;
+pub mod sweep;
+
+pub use fsops::{mounts, mounts_below, MountInfo};
+pub use links::{list as list_links, Link};
+
+use crate::error::{Error, Result};
+use crate::ledger::{Contents, Entry, Ledger, Resource};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How a destroy behaves.
+#[derive(Debug, Clone)]
+pub struct DestroyOptions {
+    /// Also remove checkpoint images the ledger lists (kept by default: they outlive sessions).
+    pub remove_images: bool,
+    /// Only say what would be done.
+    pub dry_run: bool,
+    /// How long to wait for a killed PID namespace to empty.
+    pub kill_wait: Duration,
+    /// How long to retry a busy unmount or cgroup removal before giving up (mounts are then detached
+    /// lazily and reported).
+    pub busy_wait: Duration,
+}
+
+impl Default for DestroyOptions {
+    fn default() -> Self {
+        DestroyOptions { remove_images: false, dry_run: false, kill_wait: Duration::from_secs(10), busy_wait: Duration::from_secs(2) }
+    }
+}
+
+/// One resource in a report, with what happened to it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Item {
+    #[serde(flatten)]
+    pub res: Resource,
+    /// How it went: "already gone", "detached lazily (busy)", why it was kept, or why it is left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The errno of the failure, for a resource left behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<i32>,
+}
+
+impl Item {
+    fn new(res: Resource, note: Option<String>) -> Item {
+        Item { res, note, errno: None }
+    }
+}
+
+/// What a destroy found, removed, kept and could not remove.
+#[derive(Debug, Clone, Serialize)]
+pub struct DestroyReport {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The session id from the ledger's owner entry; null when there was no readable ledger.
+    pub session: Option<String>,
+    pub state_dir: PathBuf,
+    pub dry_run: bool,
+    /// Resources the ledger listed as created and not released.
+    pub found: Vec<Resource>,
+    /// With --dry-run: what would be removed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub planned: Vec<Item>,
+    pub removed: Vec<Item>,
+    /// Checkpoint images, kept unless asked.
+    pub kept: Vec<Item>,
+    /// What could not be removed, with the reason.
+    pub left: Vec<Item>,
+    /// Mounts that stayed busy and were detached with MNT_DETACH.
+    pub lazy_unmounts: Vec<PathBuf>,
+    /// Whether the state directory (and the ledger in it) is gone now.
+    pub state_dir_removed: bool,
+    /// Why the state directory was kept, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_dir_note: Option<String>,
+    /// Ledger lines that did not parse (a torn last line after a crash).
+    pub skipped_ledger_lines: usize,
+}
+
+impl DestroyReport {
+    fn new(state_dir: &Path, dry_run: bool) -> DestroyReport {
+        DestroyReport {
+            drums: crate::record::VERSION,
+            kind: "destroy",
+            session: None,
+            state_dir: state_dir.to_path_buf(),
+            dry_run,
+            found: vec![],
+            planned: vec![],
+            removed: vec![],
+            kept: vec![],
+            left: vec![],
+            lazy_unmounts: vec![],
+            state_dir_removed: false,
+            state_dir_note: None,
+            skipped_ledger_lines: 0,
+        }
+    }
+    /// Nothing was left behind (kept images do not count: they are kept on purpose).
+    pub fn clean(&self) -> bool {
+        self.left.is_empty() && (self.state_dir_removed || self.dry_run)
+    }
+}
+
+/// Destroy the session whose state directory is `state_dir`, from its ledger alone.
+pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport> {
+    fsops::confined(state_dir).map_err(|m| Error::bad_field("state_dir", m))?;
+    let mut rep = DestroyReport::new(state_dir, opts.dry_run);
+    if !state_dir.exists() {
+        rep.state_dir_removed = true;
+        rep.state_dir_note = Some("already gone".into());
+        return Ok(rep);
+    }
+    let ledger_path = state_dir.join(crate::ledger::FILE_NAME);
+    let (ledger, contents) = if ledger_path.is_file() {
+        let l = Ledger::open(state_dir)?;
+        let c = l.read()?;
+        (Some(l), c)
+    } else {
+        (None, Contents { entries: vec![], skipped_lines: 0 })
+    };
+    rep.session = contents.owner().map(|o| o.0.to_string());
+    rep.skipped_ledger_lines = contents.skipped_lines;
+    let live = live_with_time(&contents);
+    rep.found = live.iter().map(|(r, _)| r.clone()).collect();
+
+    if !opts.dry_run {
+        if let Some(l) = &ledger {
+            // Tells a concurrent sweep that someone is at work here; advisory, so a failure is not fatal.
+            let _ = l.phase("destroying");
+        }
+    }
+
+    let mut ordered = live.clone();
+    ordered.sort_by_key(|(r, _)| order(r));
+    // Mounts and directories deepest first within their group: an outer one cannot go while an inner
+    // one is there.
+    ordered.sort_by(|(a, _), (b, _)| order(a).cmp(&order(b)).then(depth(b).cmp(&depth(a))));
+
+    for (res, t) in ordered {
+        if opts.dry_run {
+            let note = match &res {
+                Resource::Image { .. } if !opts.remove_images => Some("would be kept".to_string()),
+                _ => None,
+            };
+            rep.planned.push(Item::new(res, note));
+            continue;
+        }
+        if let Resource::Image { path } = &res {
+            if !opts.remove_images {
+                let note = if path.starts_with(state_dir) { "kept, inside the state directory" } else { "kept (images are removed only when asked)" };
+                rep.kept.push(Item::new(res.clone(), Some(note.into())));
+                continue;
+            }
+        }
+        match remove(&res, t, state_dir, opts) {
+            Ok(done) => {
+                if let Done::Lazy(p) = &done {
+                    rep.lazy_unmounts.push(p.clone());
+                }
+                if let Some(l) = &ledger {
+                    if let Err(e) = l.release(res.clone()) {
+                        rep.left.push(Item { res: res.clone(), note: Some(format!("removed, but the ledger could not record it: {e}")), errno: None });
+                        continue;
+                    }
+                }
+                rep.removed.push(Item::new(res, done.note()));
+            }
+            Err(f) => rep.left.push(Item { res, note: Some(f.reason), errno: f.errno }),
+        }
+    }
+
+    if opts.dry_run {
+        return Ok(rep);
+    }
+    if !rep.left.is_empty() {
+        rep.state_dir_note = Some(format!("kept with its ledger: {} resource(s) left; a later sweep retries", rep.left.len()));
+        return Ok(rep);
+    }
+    if let Some(k) = rep.kept.iter().find(|k| matches!(&k.res, Resource::Image { path } if path.starts_with(state_dir))) {
+        rep.state_dir_note = Some(format!("kept: it holds the checkpoint image {:?}; destroy with images removed to remove it", k.res));
+        return Ok(rep);
+    }
+    match fsops::remove_tree(state_dir) {
+        Ok(_) => rep.state_dir_removed = true,
+        Err(m) => rep.state_dir_note = Some(m),
+    }
+    Ok(rep)
+}
+
+/// Resources created and not released, each with the time of its (last) create entry.
+fn live_with_time(c: &Contents) -> Vec<(Resource, f64)> {
+    let mut live: Vec<(Resource, f64)> = Vec::new();
+    for e in &c.entries {
+        match e {
+            Entry::Create { res, t } => live.push((res.clone(), *t)),
+            Entry::Release { res, .. } => {
+                if let Some(i) = live.iter().rposition(|(r, _)| r == res) {
+                    live.remove(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    live
+}
+
+fn order(r: &Resource) -> u8 {
+    match r {
+        Resource::Process { init: true, .. } => 0,
+        Resource::Process { .. } => 1,
+        Resource::Mount { .. } => 2,
+        Resource::Link { .. } => 3,
+        Resource::Cgroup { .. } => 4,
+        Resource::Slot { .. } => 5,
+        Resource::Dir { .. } => 6,
+        Resource::Image { .. } => 7,
+    }
+}
+
+fn depth(r: &Resource) -> usize {
+    match r {
+        Resource::Mount { path } | Resource::Dir { path } | Resource::Cgroup { path } => path.components().count(),
+        _ => 0,
+    }
+}
+
+enum Done {
+    Removed,
+    Gone(String),
+    Lazy(PathBuf),
+}
+impl Done {
+    fn note(&self) -> Option<String> {
+        match self {
+            Done::Removed => None,
+            Done::Gone(why) => Some(why.clone()),
+            Done::Lazy(_) => Some("still busy after the retries: detached lazily (MNT_DETACH)".into()),
+        }
+    }
+}
+
+struct Fail {
+    reason: String,
+    errno: Option<i32>,
+}
+impl Fail {
+    fn msg(reason: impl Into<String>) -> Fail {
+        Fail { reason: reason.into(), errno: None }
+    }
+    fn io(what: &str, path: &Path, e: &std::io::Error) -> Fail {
+        Fail { reason: format!("{}: {what}: {e}", path.display()), errno: e.raw_os_error() }
+    }
+}
+
+fn remove(res: &Resource, created_t: f64, state_dir: &Path, opts: &DestroyOptions) -> Result<Done, Fail> {
+    match res {
+        Resource::Process { pid, start_time, init, .. } => kill(*pid, *start_time, *init, opts.kill_wait),
+        Resource::Mount { path } => {
+            fsops::confined(path).map_err(Fail::msg)?;
+            match fsops::unmount_tree(path, opts.busy_wait) {
+                Ok(fsops::Unmounted::Clean) => Ok(Done::Removed),
+                Ok(fsops::Unmounted::Lazy) => Ok(Done::Lazy(path.clone())),
+                Ok(fsops::Unmounted::AlreadyGone) => Ok(Done::Gone("not mounted".into())),
+                Err((e, p)) => Err(Fail::io("unmount", &p, &e)),
+            }
+        }
+        Resource::Link { name } => {
+            if !name.starts_with(crate::state::NAME_PREFIX) {
+                return Err(Fail::msg(format!("link {name}: not a Drums name (drums…): refused")));
+            }
+            // Slot numbers, and so link names, are reused: if a later session claims this name, the link
+            // that is there now is theirs and ours is long gone.
+            if let Some(other) = claimed_later(res, created_t, state_dir) {
+                return Ok(Done::Gone(format!("the name now belongs to session {other}")));
+            }
+            match links::delete(name) {
+                Ok(true) => Ok(Done::Removed),
+                Ok(false) => Ok(Done::Gone("no such link".into())),
+                Err(e) => Err(Fail { reason: format!("link {name}: delete: {e}"), errno: e.raw_os_error() }),
+            }
+        }
+        Resource::Cgroup { path } => remove_cgroup(path, opts.busy_wait),
+        Resource::Slot { path, .. } => {
+            fsops::confined(path).map_err(Fail::msg)?;
+            if let Some(other) = claimed_later(res, created_t, state_dir) {
+                return Ok(Done::Gone(format!("the slot now belongs to session {other}")));
+            }
+            match std::fs::remove_file(path) {
+                Ok(()) => Ok(Done::Removed),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Done::Gone("no slot file".into())),
+                Err(e) => Err(Fail::io("remove slot file", path, &e)),
+            }
+        }
+        Resource::Dir { path } | Resource::Image { path } => match fsops::remove_tree(path) {
+            Ok(true) => Ok(Done::Removed),
+            Ok(false) => Ok(Done::Gone("no such directory".into())),
+            Err(m) => Err(Fail::msg(m)),
+        },
+    }
+}
+
+/// The id of another session whose ledger created an equal resource after `t` and still holds it.
+fn claimed_later(res: &Resource, t: f64, mine: &Path) -> Option<String> {
+    let rd = std::fs::read_dir(crate::state::sessions_root()).ok()?;
+    for e in rd.flatten() {
+        let dir = e.path();
+        if dir == mine {
+            continue;
+        }
+        let Ok(c) = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)) else { continue };
+        if live_with_time(&c).iter().any(|(r, t2)| r == res && *t2 > t) {
+            return Some(c.owner().map(|o| o.0.to_string()).unwrap_or_else(|| dir.display().to_string()));
+        }
+    }
+    None
+}
+
+/// SIGKILL a process named by pid and start time, through a pidfd so that a reused pid is never hit.
+/// For a session's init, wait until its whole PID namespace is empty (zombies of unrelated parents count
+/// as gone: they hold no resources but a pid).
+fn kill(pid: i32, start: u64, init: bool, wait: Duration) -> Result<Done, Fail> {
+    let proc_path = PathBuf::from(format!("/proc/{pid}"));
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::ESRCH) { Ok(Done::Gone("process already gone".into())) } else { Err(Fail::io("pidfd_open", &proc_path, &e)) };
+    }
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    if crate::proc::start_time(pid) != Some(start) {
+        return Ok(Done::Gone("process already gone (its pid now names another process)".into()));
+    }
+    if !crate::proc::alive(pid, start) {
+        return Ok(Done::Gone("process already exited (zombie)".into()));
+    }
+    // Read before the kill: once the init is gone its namespace can no longer be named through it.
+    let pidns = if init { crate::proc::ns_inode(pid, "pid").ok() } else { None };
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            return Err(Fail::io("kill", &proc_path, &e));
+        }
+    }
+    let deadline = Instant::now() + wait;
+    loop {
+        let me_alive = crate::proc::alive(pid, start);
+        let others: Vec<i32> = match pidns {
+            Some(ns) => crate::proc::pids_in_pidns(ns).into_iter().filter(|p| !matches!(crate::proc::state(*p), Some('Z') | Some('X') | None)).collect(),
+            None => vec![],
+        };
+        if !me_alive && others.is_empty() {
+            return Ok(Done::Removed);
+        }
+        if Instant::now() >= deadline {
+            return Err(Fail {
+                reason: format!("pid {pid}: still alive {:.1} s after SIGKILL (alive: {me_alive}, processes left in its PID namespace: {others:?})", wait.as_secs_f64()),
+                errno: None,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The cgroup hierarchies mounted on this machine (v1 controllers and v2), as mount points.
+pub fn cgroup_mounts() -> Vec<PathBuf> {
+    mounts().unwrap_or_default().into_iter().filter(|m| m.fstype == "cgroup" || m.fstype == "cgroup2").map(|m| m.mount_point).collect()
+}
+
+/// A cgroup directory is Drums' when it lies below a `drums` directory of a mounted hierarchy.
+fn cgroup_confined(path: &Path) -> Result<(), String> {
+    let ok = cgroup_mounts().iter().any(|m| {
+        path.strip_prefix(m).ok().is_some_and(|rel| {
+            let comps: Vec<_> = rel.components().collect();
+            comps.len() >= 2
+                && !rel.components().any(|c| c == std::path::Component::ParentDir)
+                && comps[..comps.len() - 1].iter().any(|c| c.as_os_str() == crate::state::NAME_PREFIX)
+        })
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{}: not below a `drums` directory of a mounted cgroup hierarchy: refused", path.display()))
+    }
+}
+
+/// Remove a cgroup directory and any below it (deepest first), retrying while the kernel still counts
+/// exiting processes in it; then the `drums` parent if that is now empty.
+fn remove_cgroup(path: &Path, busy_wait: Duration) -> Result<Done, Fail> {
+    cgroup_confined(path).map_err(Fail::msg)?;
+    if !path.exists() {
+        return Ok(Done::Gone("no such cgroup directory".into()));
+    }
+    let mut dirs = vec![];
+    collect_dirs(path, &mut dirs);
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    let deadline = Instant::now() + busy_wait;
+    for d in &dirs {
+        loop {
+            match std::fs::remove_dir(d) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => {
+                    let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
+                    let mut f = Fail::io("remove cgroup directory", d, &e);
+                    if !procs.is_empty() {
+                        f.reason.push_str(&format!(" (processes still in it: {procs})"));
+                    }
+                    return Err(f);
+                }
+            }
+        }
+    }
+    remove_empty_drums_parent(path);
+    Ok(Done::Removed)
+}
+
+/// `<hierarchy>/drums` is made by whoever makes the first session cgroup; an empty one is a leftover.
+fn remove_empty_drums_parent(path: &Path) {
+    if let Some(parent) = path.parent() {
+        if parent.file_name().is_some_and(|n| n == crate::state::NAME_PREFIX) {
+            // EBUSY/ENOTEMPTY: another session still has its cgroup there, which is fine.
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}
+
+fn collect_dirs(d: &Path, out: &mut Vec<PathBuf>) {
+    out.push(d.to_path_buf());
+    if let Ok(rd) = std::fs::read_dir(d) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                collect_dirs(&e.path(), out);
+            }
+        }
+    }
+}

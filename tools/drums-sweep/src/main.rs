@@ -1,14 +1,100 @@
-//! drums-sweep: not implemented yet (see its issue); it says so and exits with code 7.
+//! drums-sweep: destroy the sessions named on input, or (with no input) find and remove orphans.
 use clap::Parser;
+use drums::destroy::{self, DestroyOptions};
+use drums::error::Error;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
 
-/// Not implemented yet: this tool says so and exits 7.
+/// Destroy sessions from their ledgers; with no session on input, sweep away orphaned sessions and
+/// unledgered leftovers that carry Drums' names. Prints a JSON report; exits 1 when something was left.
 #[derive(Parser)]
 #[command(name = "drums-sweep", version = drums::cli::VERSION_TEXT)]
 struct Args {
-    /// Input records (default: stdin).
-    input: Option<std::path::PathBuf>,
+    /// Session records to destroy (default: stdin). No records (empty input, a terminal): sweep orphans.
+    input: Option<PathBuf>,
+    /// Destroy the session with this id (repeatable); stdin is not read.
+    #[arg(long = "session", value_name = "ID")]
+    sessions: Vec<String>,
+    /// Destroy the session whose state directory is DIR (repeatable); stdin is not read.
+    #[arg(long = "state-dir", value_name = "DIR")]
+    state_dirs: Vec<PathBuf>,
+    /// Sweep orphans without reading stdin (what the cron job runs).
+    #[arg(long)]
+    orphans: bool,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Also remove checkpoint images listed in the ledgers (kept by default).
+    #[arg(long)]
+    remove_images: bool,
+    /// Grace period: leave alone sessions and unledgered objects younger than this (seconds).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    older_than: u64,
+    /// Time to live for sessions whose ledger sets none (seconds); default: no limit.
+    #[arg(long, value_name = "SECONDS")]
+    ttl: Option<u64>,
+    /// How long to wait for a killed session's processes to go (seconds).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    kill_wait: u64,
 }
 
 fn main() {
-    drums::cli::run("drums-sweep", |_a: Args| Err(drums::Error::NotImplemented("drums-sweep".into())))
+    drums::cli::run("drums-sweep", |a: Args| {
+        drums::cli::require_root()?;
+        let opts = DestroyOptions {
+            remove_images: a.remove_images,
+            dry_run: a.dry_run,
+            kill_wait: Duration::from_secs(a.kill_wait),
+            ..DestroyOptions::default()
+        };
+        let mut dirs: Vec<PathBuf> = a.state_dirs.clone();
+        for id in &a.sessions {
+            drums::state::check_id(id).map_err(|m| Error::bad_input(format!("--session: {m}")))?;
+            dirs.push(drums::state::session_dir(id));
+        }
+        if dirs.is_empty() && !a.orphans {
+            let from_terminal = a.input.is_none() && std::io::stdin().is_terminal();
+            if !from_terminal {
+                let lines = drums::cli::read_lines(a.input.as_deref())?;
+                if !lines.is_empty() {
+                    dirs = parse_all(&lines)?
+                        .into_iter()
+                        .map(|s| s.state_dir)
+                        .collect();
+                }
+            }
+        }
+        if dirs.is_empty() {
+            return Err(Error::NotImplemented("drums-sweep orphan sweep".into()));
+        }
+        let _lock = destroy::sweep::lock(false, !a.dry_run)?;
+        let mut left = 0;
+        for d in &dirs {
+            let rep = destroy::destroy(d, &opts)?;
+            if !rep.clean() || (a.dry_run && !rep.planned.is_empty()) {
+                left += 1;
+            }
+            drums::cli::emit(&rep)?;
+        }
+        if left > 0 {
+            let what = if a.dry_run { "would be destroyed" } else { "left something behind (see the report)" };
+            return Err(Error::CheckFailed(format!("{left} of {} session(s) {what}", dirs.len())));
+        }
+        Ok(())
+    })
+}
+
+/// Parse every line before acting on any: one bad record refuses the whole input.
+fn parse_all(lines: &[String]) -> drums::Result<Vec<drums::Session>> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            drums::Session::parse(l).map_err(|e| match e {
+                Error::BadInput { msg, field } => Error::BadInput { msg: format!("line {}: {msg}", i + 1), field },
+                o => o,
+            })
+        })
+        .collect()
 }

@@ -1,0 +1,167 @@
+//! Mounts and directories, removed without ever leaving Drums' own directories: a path is acted on only
+//! below the state or checkpoint root, a recursive removal never crosses a mount, and mounts are taken
+//! down deepest first.
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// One line of /proc/self/mountinfo.
+#[derive(Debug, Clone)]
+pub struct MountInfo {
+    pub id: u32,
+    pub mount_point: PathBuf,
+    pub fstype: String,
+}
+
+/// The host's mounts as this process sees them, in mount order.
+pub fn mounts() -> io::Result<Vec<MountInfo>> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(text.lines().filter_map(parse_mountinfo_line).collect())
+}
+
+fn parse_mountinfo_line(l: &str) -> Option<MountInfo> {
+    let f: Vec<&str> = l.split(' ').collect();
+    let dash = f.iter().position(|w| *w == "-")?;
+    Some(MountInfo { id: f.first()?.parse().ok()?, mount_point: PathBuf::from(unescape(f.get(4)?)), fstype: f.get(dash + 1)?.to_string() })
+}
+
+/// mountinfo escapes space, tab, newline and backslash as \ooo.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `path` is `root` or below it, judged on the words of the path (no `..`, absolute).
+pub fn lexically_below(path: &Path, root: &Path) -> bool {
+    path.is_absolute() && !path.components().any(|c| c == Component::ParentDir) && path.starts_with(root)
+}
+
+/// `path` lies strictly below one of Drums' roots, also after resolving symbolic links in its parent:
+/// the only places a ledgered directory, slot file or image may be removed from.
+pub fn confined(path: &Path) -> Result<(), String> {
+    let roots = [crate::state::state_root(), crate::state::checkpoint_root()];
+    let Some(root) = roots.iter().find(|r| lexically_below(path, r) && path != r.as_path()) else {
+        return Err(format!("{} is outside the state root {} and the checkpoint root {}: refused", path.display(), roots[0].display(), roots[1].display()));
+    };
+    // A symbolic link among the parents could lead anywhere; the real parent must still be below the root.
+    if let (Some(parent), Ok(real_root)) = (path.parent(), std::fs::canonicalize(root)) {
+        if let Ok(real_parent) = std::fs::canonicalize(parent) {
+            if !real_parent.starts_with(&real_root) {
+                return Err(format!("{} resolves to {} outside {}: refused", path.display(), real_parent.display(), real_root.display()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Mounts at or below `path`, deepest first and, at one place, the topmost (latest) first.
+pub fn mounts_below(path: &Path) -> io::Result<Vec<MountInfo>> {
+    let mut v: Vec<MountInfo> = mounts()?.into_iter().filter(|m| m.mount_point.starts_with(path)).collect();
+    v.sort_by(|a, b| b.mount_point.components().count().cmp(&a.mount_point.components().count()).then(b.id.cmp(&a.id)));
+    Ok(v)
+}
+
+/// How a mount went away.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Unmounted {
+    Clean,
+    /// Still busy after the retries: detached with MNT_DETACH (the file system lives on until its last user
+    /// goes), reported.
+    Lazy,
+    AlreadyGone,
+}
+
+/// Take down every mount at or below `path`, deepest first. A busy mount is retried until `busy_wait`,
+/// then detached lazily; `Lazy` is returned if any mount needed that.
+pub fn unmount_tree(path: &Path, busy_wait: Duration) -> Result<Unmounted, (io::Error, PathBuf)> {
+    let mut result = Unmounted::AlreadyGone;
+    // Mounts stacked on one another show up one at a time: repeat until none is left.
+    for _ in 0..64 {
+        let list = mounts_below(path).map_err(|e| (e, PathBuf::from("/proc/self/mountinfo")))?;
+        let Some(m) = list.first() else { return Ok(result) };
+        match unmount_one(&m.mount_point, busy_wait) {
+            Ok(u) => {
+                if u == Unmounted::Lazy || result == Unmounted::AlreadyGone {
+                    result = if u == Unmounted::AlreadyGone { Unmounted::Clean } else { u };
+                }
+            }
+            Err(e) => return Err((e, m.mount_point.clone())),
+        }
+    }
+    Err((io::Error::other("more than 64 mounts stacked"), path.to_path_buf()))
+}
+
+fn unmount_one(mp: &Path, busy_wait: Duration) -> io::Result<Unmounted> {
+    let deadline = Instant::now() + busy_wait;
+    loop {
+        match nix::mount::umount2(mp, nix::mount::MntFlags::UMOUNT_NOFOLLOW) {
+            Ok(()) => return Ok(Unmounted::Clean),
+            Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => return Ok(Unmounted::AlreadyGone),
+            // Processes that were just killed may still hold it for a moment.
+            Err(nix::errno::Errno::EBUSY) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(nix::errno::Errno::EBUSY) => {
+                nix::mount::umount2(mp, nix::mount::MntFlags::MNT_DETACH | nix::mount::MntFlags::UMOUNT_NOFOLLOW)
+                    .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+                return Ok(Unmounted::Lazy);
+            }
+            Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
+        }
+    }
+}
+
+/// Remove a directory tree below a Drums root. Refuses when anything is mounted at or below it (a recursive
+/// removal through a mount would delete what the mount shows, possibly the host's files). Ok(false): it
+/// did not exist.
+pub fn remove_tree(path: &Path) -> Result<bool, String> {
+    confined(path)?;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(format!("{}: stat: {e}", path.display())),
+    };
+    if let Some(m) = mounts_below(path).map_err(|e| format!("/proc/self/mountinfo: {e}"))?.first() {
+        return Err(format!("{}: still mounted below it ({}): not removed", path.display(), m.mount_point.display()));
+    }
+    // remove_dir_all does not follow symbolic links, so a link inside cannot lead it out.
+    let r = if meta.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("{}: remove: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines_and_escapes() {
+        let m = parse_mountinfo_line("36 25 0:32 / /run/drums/a\\040b rw,relatime shared:1 - tmpfs tmpfs rw").unwrap();
+        assert_eq!(m.id, 36);
+        assert_eq!(m.mount_point, PathBuf::from("/run/drums/a b"));
+        assert_eq!(m.fstype, "tmpfs");
+    }
+
+    #[test]
+    fn only_below_the_roots() {
+        let root = crate::state::state_root();
+        assert!(confined(&root.join("sessions/d-1")).is_ok());
+        assert!(confined(&root).is_err(), "the root itself is refused");
+        assert!(confined(Path::new("/etc")).is_err());
+        assert!(confined(&root.join("../etc")).is_err());
+        assert!(confined(Path::new("relative/path")).is_err());
+    }
+}
