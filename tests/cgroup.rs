@@ -1,0 +1,188 @@
+//! drums-cgroup on this machine's real cgroup hierarchies (v1 hybrid on the development machines): the
+//! scenarios of tests/cgroup-scenarios.sh, checked by tests/cgroup_check.rs, plus the refusals.
+//! The same scenarios run on a real cgroup v2 in tests/cgroup_v2_qemu.rs.
+
+#[path = "cgroup_check.rs"]
+mod check;
+
+use drums_tests::*;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn state_root() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("drums-cgtest-{}", drums::state::new_id('d')));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn probe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cgroup-probe"))
+}
+
+/// PATH with drums-cgroup and cgroup-probe first.
+fn path() -> String {
+    tool("drums-cgroup");
+    format!("{}:{}", probe().parent().unwrap().display(), path_with_tools())
+}
+
+fn host_version() -> &'static str {
+    match drums::cgroup::detect::layout().expect("this machine has no usable cgroup hierarchy") {
+        drums::cgroup::Layout::V1 { .. } => "v1",
+        drums::cgroup::Layout::V2 { .. } => "v2",
+    }
+}
+
+fn scenario(name: &str) -> check::Out {
+    require_root();
+    let root = state_root();
+    let mut child = Command::new("/bin/sh")
+        .arg(repo_root().join("tests/cgroup-scenarios.sh"))
+        .arg(name)
+        .env("PATH", path())
+        .env("DRUMS_STATE_DIR", &root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("run tests/cgroup-scenarios.sh");
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).ok();
+        s
+    });
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("scenario {name} did not finish in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = reader.join().unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+    check::Out::parse(&text)
+}
+
+#[test]
+fn this_machine_is_v1_with_separate_cpu_and_cpuacct() {
+    // The machine; on another machine the scenarios below still run, on whatever it has.
+    match drums::cgroup::detect::layout().unwrap() {
+        drums::cgroup::Layout::V1 { mounts } => {
+            for c in ["cpu", "cpuacct", "memory", "pids", "freezer"] {
+                assert!(mounts.contains_key(c), "v1 hierarchy {c} missing: {mounts:?}");
+            }
+        }
+        drums::cgroup::Layout::V2 { mount } => eprintln!("note: this machine is cgroup v2 ({})", mount.path.display()),
+    }
+}
+
+#[test]
+fn limits_read_back_telemetry_and_removal() {
+    check::limits(&scenario("limits"), host_version());
+}
+
+#[test]
+fn fork_beyond_pids_max_gets_eagain() {
+    check::pids(&scenario("pids"));
+}
+
+#[test]
+fn memory_hog_is_contained() {
+    check::hog(&scenario("hog"));
+}
+
+#[test]
+fn removal_after_sigkill_leaves_nothing() {
+    check::sigkill(&scenario("sigkill"));
+}
+
+#[test]
+fn freeze_and_thaw() {
+    check::freeze(&scenario("freeze"));
+}
+
+#[test]
+fn failed_create_leaves_nothing() {
+    check::fail(&scenario("fail"));
+}
+
+fn spawn(root: &std::path::Path, script: &str) -> serde_json::Value {
+    let o = Command::new(probe()).args(["spawn-session", root.to_str().unwrap(), script]).output().unwrap();
+    assert!(o.status.success(), "spawn-session: {}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn cg(root: &std::path::Path, args: &[&str], stdin: &str) -> std::process::Output {
+    let mut c = Command::new(tool("drums-cgroup"))
+        .args(args)
+        .env("DRUMS_STATE_DIR", root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut c.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
+    c.wait_with_output().unwrap()
+}
+
+fn kill(rec: &serde_json::Value) {
+    unsafe { libc::kill(rec["ns"]["init_pid"].as_i64().unwrap() as i32, libc::SIGKILL) };
+}
+
+/// A record whose PID namespace is the host's would move every host process: refused before any change.
+#[test]
+fn refuses_the_host_pid_namespace() {
+    require_root();
+    let root = state_root();
+    let mut rec = spawn(&root, "sleep 30");
+    kill(&rec);
+    let host = drums::proc::ns_inode(std::process::id() as i32, "pid").unwrap();
+    rec["ns"]["inodes"]["pid"] = host.into();
+    let o = cg(&root, &["create"], &rec.to_string());
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("ns.inodes.pid"), "{}", text(&o.stderr));
+    let id = rec["id"].as_str().unwrap();
+    for c in ["cpu", "memory", "pids"] {
+        let p = format!("/sys/fs/cgroup/{c}/drums/{id}");
+        assert!(!std::path::Path::new(&p).exists(), "{p} left after a refused create");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A record pointing a session's cgroup paths at another session (or anywhere else) is refused.
+#[test]
+fn refuses_paths_of_another_session() {
+    require_root();
+    let root = state_root();
+    let a = spawn(&root, "sleep 30");
+    let b = spawn(&root, "sleep 30");
+    let o = cg(&root, &["create", "--pids", "32"], &a.to_string());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let a2: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut hostile = b.clone();
+    hostile["cgroup"] = a2["cgroup"].clone();
+    for cmd in ["remove", "freeze", "watch"] {
+        let o = cg(&root, &[cmd], &hostile.to_string());
+        assert_eq!(o.status.code(), Some(3), "{cmd}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("cgroup.paths"), "{cmd}: {}", text(&o.stderr));
+    }
+    let mut elsewhere = a2.clone();
+    elsewhere["cgroup"]["paths"]["memory"] = "/etc/drums/x".into();
+    assert_eq!(cg(&root, &["remove"], &elsewhere.to_string()).status.code(), Some(3));
+    // enter adds a process; the real session is intact and removable.
+    let extra = Command::new("sleep").arg("30").spawn().unwrap();
+    let o = cg(&root, &["enter", "--pid", &extra.id().to_string()], &a2.to_string());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mem = a2["cgroup"]["paths"]["memory"].as_str().unwrap();
+    let procs = std::fs::read_to_string(format!("{mem}/cgroup.procs")).unwrap();
+    assert!(procs.lines().any(|l| l == extra.id().to_string()), "entered process not in {mem}: {procs}");
+    unsafe { libc::kill(extra.id() as i32, libc::SIGKILL) };
+    kill(&a);
+    kill(&b);
+    let o = cg(&root, &["remove"], &a2.to_string());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(!std::path::Path::new(mem).exists());
+    let _ = std::fs::remove_dir_all(&root);
+}
