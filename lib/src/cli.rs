@@ -113,3 +113,16 @@ pub fn require_root() -> Result<()> {
 
 /// The clap `long_version` every tool shows.
 pub const VERSION_TEXT: &str = concat!(env!("CARGO_PKG_VERSION"), " (record format 1)");
+
+/// Parse a byte size: a number with an optional K, M, G or T suffix (powers of 1024).
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some('K') | Some('k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') | Some('m') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') | Some('g') => (&s[..s.len() - 1], 1 << 30),
+        Some('T') | Some('t') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)).ok_or_else(|| format!("`{s}` is not a size (like 512M or 4G)"))
+}

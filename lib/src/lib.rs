@@ -3,13 +3,21 @@
 pub mod audit;
 pub mod cgroup;
 pub mod cli;
+pub mod criu;
+pub mod desktop;
 pub mod destroy;
 pub mod error;
 pub mod guest;
 pub mod ledger;
+pub mod net;
+pub mod ns;
+pub mod overlay;
 pub mod proc;
+pub mod ready;
 pub mod record;
+pub mod session_io;
 pub mod state;
+pub mod x11;
 
 pub use error::{Error, Result};
 pub use record::Session;

@@ -62,3 +62,15 @@ pub fn ns_pid(host_pid: i32) -> Option<i32> {
 pub fn comm(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_string()).unwrap_or_default()
 }
+
+/// The owner a new session is written with: the process named by $DRUMS_OWNER (a PID), else the parent
+/// of this tool (the shell or program running the pipeline). The sweep treats a session whose owner is
+/// gone as an orphan, so a driver that keeps sessions across its own children sets DRUMS_OWNER to itself.
+pub fn session_owner() -> Result<Owner> {
+    let pid = match std::env::var("DRUMS_OWNER") {
+        Ok(v) => v.trim().parse::<i32>().map_err(|_| crate::Error::bad_input(format!("DRUMS_OWNER={v} is not a PID")))?,
+        Err(_) => unsafe { libc::getppid() },
+    };
+    let start_time = start_time(pid).ok_or_else(|| crate::Error::bad_input(format!("owner process {pid} does not exist")))?;
+    Ok(Owner { pid, start_time })
+}

@@ -1,14 +1,68 @@
-//! drums-desktop: not implemented yet (see its issue); it says so and exits with code 7.
-use clap::Parser;
+//! drums-desktop: Xvfb, D-Bus, AT-SPI, openbox, the guest server and Chromium inside a session.
+use clap::{Parser, Subcommand};
+use drums::cli;
+use drums::desktop::{DesktopOptions, DEFAULT_TITLE, DEFAULT_URL};
+use std::path::PathBuf;
 
-/// Not implemented yet: this tool says so and exits 7.
+/// Start the desktop inside the session on stdin and print the record with its `desktop` section.
 #[derive(Parser)]
-#[command(name = "drums-desktop", version = drums::cli::VERSION_TEXT)]
+#[command(name = "drums-desktop", version = cli::VERSION_TEXT)]
 struct Args {
-    /// Input records (default: stdin).
-    input: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start Xvfb, D-Bus, AT-SPI, openbox, drums-guest and Chromium on a page.
+    Start {
+        /// X display number inside the session.
+        #[arg(long, default_value_t = 0)]
+        display: u32,
+        /// Screen size and depth, WIDTHxHEIGHTxDEPTH.
+        #[arg(long, default_value = "1920x1080x24")]
+        size: String,
+        /// The page Chromium shows.
+        #[arg(long, default_value = DEFAULT_URL)]
+        url: String,
+        /// The page's title, which drums-ready expects.
+        #[arg(long, default_value = DEFAULT_TITLE)]
+        title: String,
+        /// Do not start the guest server.
+        #[arg(long)]
+        no_guest: bool,
+        /// Do not start Chromium.
+        #[arg(long)]
+        no_chromium: bool,
+        /// An extra Chromium argument; may be repeated.
+        #[arg(long = "chromium-arg", value_name = "ARG", allow_hyphen_values = true)]
+        chromium_args: Vec<String>,
+        /// Record file (default: stdin).
+        input: Option<PathBuf>,
+    },
+}
+
+fn parse_size(s: &str) -> drums::Result<(u32, u32, u32)> {
+    let v: Vec<u32> = s.split('x').map(|p| p.parse().map_err(|_| drums::Error::Usage(format!("--size {s}: expected WIDTHxHEIGHTxDEPTH")))).collect::<drums::Result<_>>()?;
+    match v[..] {
+        [w, h, d] if w > 0 && h > 0 && (d == 24 || d == 32) => Ok((w, h, d)),
+        _ => Err(drums::Error::Usage(format!("--size {s}: expected WIDTHxHEIGHTxDEPTH with depth 24 or 32"))),
+    }
 }
 
 fn main() {
-    drums::cli::run("drums-desktop", |_a: Args| Err(drums::Error::NotImplemented("drums-desktop".into())))
+    cli::run("drums-desktop", |a: Args| match a.cmd {
+        Some(Cmd::Start { display, size, url, title, no_guest, no_chromium, chromium_args, input }) => {
+            let (width, height, depth) = parse_size(&size)?;
+            let mut s = cli::read_session(input.as_deref())?;
+            cli::require_root()?;
+            let o = DesktopOptions { display, width, height, depth, url, title, guest: !no_guest, chromium: !no_chromium, extra_chromium_args: chromium_args };
+            drums::desktop::start(&mut s, &o)?;
+            drums::session_io::emit_session(&s)
+        }
+        None => {
+            let _ = cli::read_session(None)?;
+            Err(drums::Error::Usage("a subcommand is needed: start".into()))
+        }
+    })
 }

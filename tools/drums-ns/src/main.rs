@@ -1,14 +1,89 @@
-//! drums-ns: not implemented yet (see its issue); it says so and exits with code 7.
-use clap::Parser;
+//! drums-ns: a session's namespaces, its init, its network; `exec` runs a command inside.
+use clap::{Parser, Subcommand};
+use drums::cli;
+use std::path::PathBuf;
 
-/// Not implemented yet: this tool says so and exits 7.
+/// Create a session's PID, mount, IPC, UTS and network namespaces with its init as PID 1 and a veth
+/// pair, or run a command inside a session.
 #[derive(Parser)]
-#[command(name = "drums-ns", version = drums::cli::VERSION_TEXT)]
+#[command(name = "drums-ns", version = cli::VERSION_TEXT)]
 struct Args {
-    /// Input records (default: stdin).
-    input: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create the namespaces, init and network of the session on stdin (its overlay must be mounted).
+    Create {
+        /// Hostname inside the session (default: the session id).
+        #[arg(long)]
+        hostname: Option<String>,
+        /// Record file (default: stdin).
+        input: Option<PathBuf>,
+    },
+    /// Run a command inside a session: `drums-ns exec --session ID -- CMD...` or with the record on stdin.
+    Exec {
+        /// The session's id (its record is read from its state directory); default: a record on stdin.
+        #[arg(long)]
+        session: Option<String>,
+        /// Detach: new process session, output to --log, print {"pid","host_pid"} and return at once.
+        #[arg(long)]
+        detach: bool,
+        /// Output file inside the session for a detached command (default /dev/null).
+        #[arg(long)]
+        log: Option<PathBuf>,
+        /// KEY=VALUE added to the environment; may be repeated.
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// Working directory inside the session.
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
+    },
+    /// The session's PID 1 (started by `create`; not for use by hand).
+    #[command(hide = true)]
+    Init {
+        #[arg(long)]
+        session: String,
+    },
 }
 
 fn main() {
-    drums::cli::run("drums-ns", |_a: Args| Err(drums::Error::NotImplemented("drums-ns".into())))
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("init") {
+        drums::ns::init_main();
+    }
+    cli::run("drums-ns", |a: Args| match a.cmd {
+        Some(Cmd::Create { hostname, input }) => {
+            cli::require_root()?;
+            let mut s = cli::read_session(input.as_deref())?;
+            drums::ns::create(&mut s, &drums::ns::NsOptions { hostname })?;
+            drums::session_io::emit_session(&s)
+        }
+        Some(Cmd::Exec { session, detach, log, env, cwd, command }) => {
+            cli::require_root()?;
+            let s = match session {
+                Some(id) => drums::session_io::load(&id)?,
+                None => cli::read_session(None)?,
+            };
+            let env = env
+                .iter()
+                .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| drums::Error::Usage(format!("--env {kv}: expected KEY=VALUE"))))
+                .collect::<drums::Result<Vec<_>>>()?;
+            let opts = drums::ns::ExecOptions { detach, log, env, cwd, uid_gid: None };
+            let sp = drums::ns::spawn(&s, &command, &opts)?;
+            if detach {
+                cli::emit(&serde_json::json!({"drums": 1, "type": "process", "session": s.id, "pid": sp.ns_pid, "host_pid": sp.host_pid}))
+            } else {
+                std::process::exit(sp.status.unwrap_or(0))
+            }
+        }
+        Some(Cmd::Init { .. }) => unreachable!("handled before argument parsing"),
+        None => {
+            let _ = cli::read_session(None)?;
+            Err(drums::Error::Usage("a subcommand is needed: create or exec".into()))
+        }
+    })
 }

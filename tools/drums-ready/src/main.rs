@@ -1,14 +1,61 @@
-//! drums-ready: not implemented yet (see its issue); it says so and exits with code 7.
+//! drums-ready: is the session agent-ready? A screenshot and the window titles, over X11.
 use clap::Parser;
+use drums::cli;
+use std::path::PathBuf;
 
-/// Not implemented yet: this tool says so and exits 7.
+/// Poll a session's display until it is agent-ready: the screen differs from a blank desktop in more than
+/// --threshold of its pixels AND a window has the expected title. Prints the record with its `ready`
+/// section; exits 1 when the session did not become ready in time.
 #[derive(Parser)]
-#[command(name = "drums-ready", version = drums::cli::VERSION_TEXT)]
+#[command(name = "drums-ready", version = cli::VERSION_TEXT)]
 struct Args {
-    /// Input records (default: stdin).
-    input: Option<std::path::PathBuf>,
+    /// Fraction of pixels that must differ from the blank desktop.
+    #[arg(long, default_value_t = 0.10)]
+    threshold: f64,
+    /// Expected window title (default: the record's desktop.title).
+    #[arg(long)]
+    title: Option<String>,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
+    /// Seconds between polls.
+    #[arg(long, default_value_t = 0.02)]
+    interval: f64,
+    /// Save the last screenshot as a PNG here (evidence).
+    #[arg(long)]
+    png: Option<PathBuf>,
+    /// Colour of the blank desktop as RRGGBB (Xvfb -br: 000000).
+    #[arg(long, default_value = "000000")]
+    blank: String,
+    /// Record file (default: stdin).
+    input: Option<PathBuf>,
 }
 
 fn main() {
-    drums::cli::run("drums-ready", |_a: Args| Err(drums::Error::NotImplemented("drums-ready".into())))
+    cli::run("drums-ready", |a: Args| {
+        let blank = u32::from_str_radix(&a.blank, 16).ok().filter(|_| a.blank.len() == 6).ok_or_else(|| drums::Error::Usage(format!("--blank {}: expected RRGGBB", a.blank)))?;
+        if !(0.0..1.0).contains(&a.threshold) || a.timeout < 0.0 || a.interval < 0.0 {
+            return Err(drums::Error::Usage("--threshold must be in [0, 1), --timeout and --interval not negative".into()));
+        }
+        let mut s = cli::read_session(a.input.as_deref())?;
+        cli::require_root()?;
+        let o = drums::ready::ReadyOptions {
+            threshold: a.threshold,
+            title: a.title,
+            timeout: std::time::Duration::from_secs_f64(a.timeout),
+            interval: std::time::Duration::from_secs_f64(a.interval),
+            png: a.png,
+            blank: [(blank >> 16) as u8, (blank >> 8) as u8, blank as u8],
+        };
+        let r = drums::ready::check(&s, &o)?;
+        let ok = r.ready;
+        let failed = r.failed.join(", ");
+        s.ready = Some(r);
+        drums::session_io::emit_session(&s)?;
+        if ok {
+            Ok(())
+        } else {
+            Err(drums::Error::CheckFailed(format!("session {} is not agent-ready: {failed}", s.id)))
+        }
+    })
 }

@@ -1,0 +1,196 @@
+//! The desktop inside a session: Xvfb, a D-Bus session bus, the AT-SPI bus, openbox, the guest server and
+//! Chromium on a page. Every process is started with `ns::spawn` (detached, its own process session,
+//! stdio on a log inside the session) so that nothing in the session holds a host descriptor.
+
+use crate::error::{Error, IoContext, Result};
+use crate::ns::{spawn, ExecOptions};
+use crate::record::{Desktop, Session, SessionProcess};
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub const DEFAULT_TITLE: &str = "drums-ready";
+/// A page titled `drums-ready` on a blue background (`%23` is `#`: a bare `#` would start a fragment).
+pub const DEFAULT_URL: &str = "data:text/html,<title>drums-ready</title><body style=\"background:%2336c;color:white;font:48px sans-serif\"><h1>drums-ready</h1></body>";
+pub const DEVTOOLS_PORT: u16 = 9222;
+pub const GUEST_PORT: u16 = 5000;
+/// Where session processes log, inside the session.
+pub const LOG_DIR: &str = "/tmp/drums";
+
+pub struct DesktopOptions {
+    pub display: u32,
+    pub width: u32,
+    pub height: u32,
+    pub depth: u32,
+    pub url: String,
+    pub title: String,
+    pub guest: bool,
+    pub chromium: bool,
+    pub extra_chromium_args: Vec<String>,
+}
+
+/// Chromium's command line. Each flag is explained in drums-desktop(1).
+pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "chromium",
+        "--no-sandbox",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--password-store=basic",
+        "--disable-gpu",
+        // Hides the "unsupported command-line flag: --no-sandbox" bar that would cover the page.
+        "--test-type",
+        "--user-data-dir=/tmp/drums/chromium",
+        "--remote-debugging-address=127.0.0.1",
+        // Only the page's renderer may exist at checkpoint time: a spare renderer would carry a cloned V8
+        // state that a later navigation reuses.
+        "--disable-features=SpareRendererForSitePerProcess",
+        "--window-position=0,0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.push(format!("--remote-debugging-port={DEVTOOLS_PORT}"));
+    a.push(format!("--window-size={},{}", o.width, o.height));
+    a.extend(o.extra_chromium_args.iter().cloned());
+    a.push(format!("--app={}", o.url));
+    a
+}
+
+/// The pkey shim and the guest live beside the tools.
+fn beside_me(name: &str) -> Option<PathBuf> {
+    let p = std::env::current_exe().ok()?.parent()?.join(name);
+    p.exists().then_some(p)
+}
+
+/// Start the desktop in a session that has namespaces. Adds `desktop`.
+pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
+    if session.desktop.is_some() {
+        return Err(Error::bad_field("desktop", "this session already has a desktop"));
+    }
+    let t0 = Instant::now();
+    let init = session.ns()?.init_pid;
+    let net = session.net()?.clone();
+    // The session's own /tmp, seen from the host through its init's root.
+    let host_view = PathBuf::from(format!("/proc/{init}/root{LOG_DIR}"));
+    std::fs::create_dir_all(host_view.join("xdg")).ctx("create directory", &host_view)?;
+    std::fs::set_permissions(host_view.join("xdg"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).ctx("chmod", host_view.join("xdg"))?;
+    // Joining the network namespace lets this process see the X server's abstract socket.
+    crate::x11::join_netns(init)?;
+
+    let display = format!(":{}", o.display);
+    let bus = format!("unix:path={LOG_DIR}/bus");
+    let env = vec![
+        ("DISPLAY".to_string(), display.clone()),
+        ("DBUS_SESSION_BUS_ADDRESS".to_string(), bus.clone()),
+        ("XDG_RUNTIME_DIR".to_string(), format!("{LOG_DIR}/xdg")),
+        ("NO_AT_BRIDGE".to_string(), "0".to_string()),
+    ];
+    let mut procs = vec![];
+    let mut run = |role: &str, argv: Vec<String>, extra_env: Vec<(String, String)>| -> Result<()> {
+        let mut e = env.clone();
+        e.extend(extra_env);
+        let sp = spawn(session, &argv, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env: e, cwd: None, uid_gid: None })?;
+        procs.push(SessionProcess { role: role.into(), pid: sp.ns_pid, host_pid: sp.host_pid });
+        Ok(())
+    };
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+
+    run("xvfb", s(&["Xvfb", &display, "-screen", "0", &format!("{}x{}x{}", o.width, o.height, o.depth), "-nolisten", "tcp", "-br", "-noreset"]), vec![])?;
+    wait_for_x(o.display, Duration::from_secs(15))?;
+    run("dbus", s(&["dbus-daemon", "--session", "--nofork", "--nopidfile", &format!("--address={bus}")]), vec![])?;
+    run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![])?;
+    run("openbox", s(&["openbox", "--sm-disable"]), vec![])?;
+    let guest_url = if o.guest {
+        let guest = beside_me("drums-guest").ok_or_else(|| Error::env("drums-guest is not beside drums-desktop (build the workspace)"))?;
+        run("guest", vec![guest.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone()], vec![])?;
+        Some(format!("http://{}:{GUEST_PORT}", net.session_addr))
+    } else {
+        None
+    };
+    if o.chromium {
+        let shim = beside_me("libdrums_pkey_shim.so").ok_or_else(|| Error::env("libdrums_pkey_shim.so is not beside drums-desktop (build the workspace)"))?;
+        run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string())])?;
+    }
+    session.desktop = Some(Desktop {
+        display: o.display,
+        width: o.width,
+        height: o.height,
+        depth: o.depth,
+        x_socket: format!("@/tmp/.X11-unix/X{}", o.display),
+        url: o.url.clone(),
+        title: o.title.clone(),
+        devtools_port: DEVTOOLS_PORT,
+        guest_url,
+        processes: procs,
+        manifest: manifest(),
+        start_s: t0.elapsed().as_secs_f64(),
+    });
+    Ok(())
+}
+
+fn wait_for_x(display: u32, timeout: Duration) -> Result<()> {
+    let t0 = Instant::now();
+    loop {
+        if crate::x11::connect(display).is_ok() {
+            return Ok(());
+        }
+        if t0.elapsed() > timeout {
+            return Err(Error::failed(format!("Xvfb did not accept connections on :{display} within {timeout:?} (see {LOG_DIR}/xvfb.log in the session)")));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Versions of what the session is made of, cached per boot and binary modification time, since asking
+/// Chromium for its version costs a process start.
+pub fn manifest() -> Map<String, Value> {
+    let cache_path = crate::state::state_root().join("manifest-cache.json");
+    let mut cache: Map<String, Value> = std::fs::read(&cache_path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    let mut out = Map::new();
+    let uname = nix::sys::utsname::uname().ok();
+    out.insert("kernel".into(), json!(uname.map(|u| u.release().to_string_lossy().into_owned())));
+    let criu = crate::criu::binary();
+    let probes: Vec<(&str, String, Vec<&str>)> = vec![
+        ("xvfb", "/usr/bin/Xvfb".into(), vec!["-version"]),
+        ("openbox", "/usr/bin/openbox".into(), vec!["--version"]),
+        ("chromium", "/usr/bin/chromium".into(), vec!["--version"]),
+        ("criu", criu.display().to_string(), vec!["--version"]),
+    ];
+    let mut changed = false;
+    for (name, bin, args) in probes {
+        let mtime = std::fs::metadata(&bin).and_then(|m| m.modified()).ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs());
+        let key = format!("{bin}@{mtime:?}");
+        let v = match cache.get(&key) {
+            Some(v) => v.clone(),
+            None => {
+                let v = version_of(&bin, &args).map(Value::String).unwrap_or(Value::Null);
+                cache.insert(key, v.clone());
+                changed = true;
+                v
+            }
+        };
+        out.insert(name.into(), v);
+    }
+    out.insert("drums".into(), json!(env!("CARGO_PKG_VERSION")));
+    if changed {
+        let _ = std::fs::create_dir_all(crate::state::state_root());
+        let _ = std::fs::write(&cache_path, serde_json::to_vec(&cache).unwrap_or_default());
+    }
+    out
+}
+
+fn version_of(bin: &str, args: &[&str]) -> Option<String> {
+    if !Path::new(bin).exists() {
+        return None;
+    }
+    let o = std::process::Command::new(bin).args(args).output().ok()?;
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // The first line with a dotted version number (Xvfb prints its option list too).
+    let dotted = |l: &str| l.as_bytes().windows(3).any(|w| w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit());
+    text.lines().map(str::trim).find(|l| dotted(l)).map(str::to_string)
+}

@@ -1,0 +1,404 @@
+//! The session's namespaces and its init.
+//!
+//! `create` forks a child that calls setsid and unshares PID, mount, IPC, UTS and network namespaces,
+//! then forks the future PID 1, which waits on a pipe. The parent ledgers that process, builds the veth
+//! pair, and only then tells it to go on: a creator killed at any point leaves either nothing or a
+//! ledgered init (an init whose go-pipe closes without a message exits by itself). The init then makes
+//! its mounts private, pivots into the overlay, mounts /proc, /dev, /dev/pts, /dev/shm, /tmp and /run,
+//! detaches the old root, sets the hostname, calls setsid, closes every descriptor and re-executes
+//! `drums-ns init` from the new root, so that nothing it holds points into the host's file system
+//! (CRIU refuses such a tree).
+
+use crate::error::{Error, IoContext, Result};
+use crate::ledger::{Ledger, Resource};
+use crate::record::{NsInodes, Namespaces, Session};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// comm of every session init: how the sweep recognises a Drums session's PID namespace.
+pub const INIT_COMM: &str = "drums-init";
+const OLD_ROOT: &str = ".drums-oldroot";
+
+#[derive(Serialize, Deserialize)]
+struct InitConfig {
+    merged: PathBuf,
+    hostname: String,
+    exe: PathBuf,
+    session: String,
+}
+
+pub struct NsOptions {
+    pub hostname: Option<String>,
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::failed(format!("pipe2: {}", std::io::Error::last_os_error())));
+    }
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Create the namespaces and init of a session whose overlay is mounted. Adds `ns` and `net`.
+pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
+    if session.ns.is_some() {
+        return Err(Error::bad_field("ns", "this session already has namespaces"));
+    }
+    let merged = session.overlay()?.merged.clone();
+    let ledger = Ledger::open(&session.state_dir)?;
+    ledger.phase("creating")?;
+    crate::net::ensure_firewall()?;
+    let slot = crate::net::allocate_slot(&ledger, &session.id)?;
+    let host_if = crate::net::host_if_name(slot);
+    ledger.create_res(Resource::Link { name: host_if.clone() })?;
+    let hostname = opts.hostname.clone().unwrap_or_else(|| session.id.clone());
+    let exe = std::env::current_exe().map_err(|e| Error::failed(format!("find own executable: {e}")))?;
+    let exe = exe.canonicalize().ctx("resolve", &exe)?;
+
+    let (pid_r, pid_w) = pipe()?;
+    let (go_r, go_w) = pipe()?;
+    let (status_r, status_w) = pipe()?;
+    // Single-threaded here: no runtime has been started yet, so fork is safe.
+    match unsafe { libc::fork() } {
+        -1 => return Err(Error::failed(format!("fork: {}", std::io::Error::last_os_error()))),
+        0 => {
+            drop(pid_r);
+            drop(go_w);
+            drop(status_r);
+            unsafe { child_unshare_and_fork(pid_w, go_r, status_w) }
+        }
+        child => {
+            drop(pid_w);
+            drop(go_r);
+            drop(status_w);
+            let mut buf = [0u8; 4];
+            let got = std::fs::File::from(pid_r).read_exact(&mut buf);
+            let mut st = 0;
+            unsafe { libc::waitpid(child, &mut st, 0) };
+            got.map_err(|e| Error::failed(format!("the namespace child did not report its init: {e}")))?;
+            let init_pid = i32::from_le_bytes(buf);
+            let init_start = crate::proc::start_time(init_pid).ok_or_else(|| Error::failed("the session init vanished"))?;
+            ledger.create_res(Resource::Process { pid: init_pid, start_time: init_start, role: "init".into(), init: true })?;
+
+            let mac = crate::net::random_mac();
+            let (_, peer) = crate::net::create_veth(slot, init_pid)?;
+            crate::net::configure_session_end(init_pid, &peer, slot, &mac)?;
+
+            let cfg = InitConfig { merged, hostname: hostname.clone(), exe, session: session.id.clone() };
+            let mut go = std::fs::File::from(go_w);
+            go.write_all(&serde_json::to_vec(&cfg).expect("config serializes")).map_err(|e| Error::failed(format!("start the session init: {e}")))?;
+            drop(go);
+            let mut err = String::new();
+            let _ = std::fs::File::from(status_r).read_to_string(&mut err);
+            if !err.is_empty() {
+                return Err(Error::failed(format!("session init: {err}")));
+            }
+            session.ns = Some(Namespaces {
+                init_pid,
+                init_start_time: init_start,
+                hostname,
+                inodes: inodes(init_pid)?,
+            });
+            session.net = Some(crate::net::net_record(slot, &mac));
+            ledger.phase("live")?;
+            Ok(())
+        }
+    }
+}
+
+pub fn inodes(pid: i32) -> Result<NsInodes> {
+    use crate::proc::ns_inode;
+    Ok(NsInodes {
+        pid: ns_inode(pid, "pid")?,
+        mnt: ns_inode(pid, "mnt")?,
+        net: ns_inode(pid, "net")?,
+        ipc: ns_inode(pid, "ipc")?,
+        uts: ns_inode(pid, "uts")?,
+    })
+}
+
+/// In the forked child: new session, new namespaces, fork PID 1, report its pid, exit.
+unsafe fn child_unshare_and_fork(pid_w: OwnedFd, go_r: OwnedFd, status_w: OwnedFd) -> ! {
+    libc::setsid();
+    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET;
+    if libc::unshare(flags) != 0 {
+        let _ = std::fs::File::from(status_w).write_all(format!("unshare: {}", std::io::Error::last_os_error()).as_bytes());
+        libc::_exit(1);
+    }
+    match libc::fork() {
+        -1 => libc::_exit(1),
+        0 => {
+            drop(pid_w);
+            let code = match init_stage1(go_r, &status_w) {
+                Ok(never) => match never {},
+                Err(e) => {
+                    let _ = std::fs::File::from(status_w).write_all(e.as_bytes());
+                    1
+                }
+            };
+            libc::_exit(code)
+        }
+        g => {
+            let _ = std::fs::File::from(pid_w).write_all(&g.to_le_bytes());
+            libc::_exit(0)
+        }
+    }
+}
+
+enum Never {}
+
+/// PID 1 before exec: wait for the go message, build the root, exec `drums-ns init`.
+fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, String> {
+    let mut msg = Vec::new();
+    std::fs::File::from(go_r).read_to_end(&mut msg).map_err(|e| format!("read go message: {e}"))?;
+    if msg.is_empty() {
+        // The creator died before the session was ledgered and networked: leave nothing.
+        unsafe { libc::_exit(0) };
+    }
+    let cfg: InitConfig = serde_json::from_slice(&msg).map_err(|e| format!("go message: {e}"))?;
+    let e = |what: &str, p: &dyn AsRef<Path>, err: nix::Error| format!("{what} {}: {err}", p.as_ref().display());
+
+    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>).map_err(|x| e("make private", &"/", x))?;
+    std::env::set_current_dir(&cfg.merged).map_err(|x| format!("chdir {}: {x}", cfg.merged.display()))?;
+    let _ = std::fs::create_dir(OLD_ROOT);
+    nix::unistd::pivot_root(".", OLD_ROOT).map_err(|x| e("pivot_root into", &cfg.merged, x))?;
+    std::env::set_current_dir("/").map_err(|x| format!("chdir /: {x}"))?;
+
+    // /proc before the old root goes: the other order failed with CRIU (see docs).
+    let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("proc"), "/proc", Some("proc"), nosuid, None::<&str>).map_err(|x| e("mount", &"/proc", x))?;
+    mount(Some("tmpfs"), "/dev", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_STRICTATIME, Some("mode=0755,size=65536k"))
+        .map_err(|x| e("mount", &"/dev", x))?;
+    for (name, major, minor) in [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)] {
+        let p = format!("/dev/{name}");
+        mknod(p.as_str(), SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), makedev(major, minor)).map_err(|x| e("mknod", &p, x))?;
+        // mknod is subject to the umask.
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o666)).map_err(|x| format!("chmod {p}: {x}"))?;
+    }
+    for d in ["/dev/pts", "/dev/shm"] {
+        std::fs::create_dir(d).map_err(|x| format!("mkdir {d}: {x}"))?;
+    }
+    mount(Some("devpts"), "/dev/pts", Some("devpts"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))
+        .map_err(|x| e("mount", &"/dev/pts", x))?;
+    mount(Some("shm"), "/dev/shm", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=1777")).map_err(|x| e("mount", &"/dev/shm", x))?;
+    for (link, target) in [("/dev/ptmx", "pts/ptmx"), ("/dev/fd", "/proc/self/fd"), ("/dev/stdin", "/proc/self/fd/0"), ("/dev/stdout", "/proc/self/fd/1"), ("/dev/stderr", "/proc/self/fd/2")] {
+        std::os::unix::fs::symlink(target, link).map_err(|x| format!("symlink {link}: {x}"))?;
+    }
+    mount(Some("tmpfs"), "/tmp", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=1777")).map_err(|x| e("mount", &"/tmp", x))?;
+    // The host's /run and Drums' own state (other sessions' checkpoints) are not the session's business.
+    mount(Some("tmpfs"), "/run", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=0755")).map_err(|x| e("mount", &"/run", x))?;
+    if Path::new("/var/lib/drums").is_dir() {
+        mount(Some("tmpfs"), "/var/lib/drums", Some("tmpfs"), nosuid, Some("mode=0755,size=1m")).map_err(|x| e("mount", &"/var/lib/drums", x))?;
+    }
+    umount2(&*format!("/{OLD_ROOT}"), MntFlags::MNT_DETACH).map_err(|x| e("detach the old root", &OLD_ROOT, x))?;
+    let _ = std::fs::remove_dir(format!("/{OLD_ROOT}"));
+
+    nix::unistd::sethostname(&cfg.hostname).map_err(|x| format!("sethostname: {x}"))?;
+    // PID 1 must lead its own session inside the namespace, or CRIU finds a session leader outside it.
+    nix::unistd::setsid().map_err(|x| format!("setsid: {x}"))?;
+    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map_err(|x| format!("open /dev/null: {x}"))?;
+    for fd in 0..3 {
+        unsafe { libc::dup2(null.as_raw_fd(), fd) };
+    }
+    drop(null);
+    // Every other descriptor closes at exec; the status pipe's closing tells the creator that all went well.
+    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    let _ = status_w;
+    let exe = CString::new(cfg.exe.as_os_str().as_encoded_bytes()).map_err(|_| "exe path has a NUL".to_string())?;
+    let args = [CString::new("drums-ns").unwrap(), CString::new("init").unwrap(), CString::new("--session").unwrap(), CString::new(cfg.session).unwrap()];
+    let env = [CString::new("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").unwrap()];
+    let err = nix::unistd::execve(&exe, &args, &env).unwrap_err();
+    Err(format!("exec {} in the new root: {err}", cfg.exe.display()))
+}
+
+/// The session's PID 1 after re-exec: reap every child; on SIGTERM or SIGINT, stop everything and exit.
+pub fn init_main() -> ! {
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"drums-init".as_ptr() as libc::c_ulong, 0, 0, 0);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        loop {
+            let mut sig = 0;
+            libc::sigwait(&set, &mut sig);
+            reap_all();
+            if sig == libc::SIGTERM || sig == libc::SIGINT {
+                libc::kill(-1, libc::SIGTERM);
+                for _ in 0..40 {
+                    reap_all();
+                    if libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) == -1 {
+                        break;
+                    }
+                    libc::usleep(50_000);
+                }
+                libc::kill(-1, libc::SIGKILL);
+                libc::_exit(0);
+            }
+        }
+    }
+}
+
+fn reap_all() {
+    loop {
+        let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+        if r <= 0 {
+            break;
+        }
+    }
+}
+
+/// How to run a command inside a session.
+#[derive(Default, Clone)]
+pub struct ExecOptions {
+    /// Detach: new session, stdio on `log` (a path inside the session) or /dev/null, return at once.
+    pub detach: bool,
+    pub log: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    /// Run as this uid/gid (after joining), or as root.
+    pub uid_gid: Option<(u32, u32)>,
+}
+
+pub struct Spawned {
+    pub host_pid: i32,
+    pub ns_pid: i32,
+    /// Exit status when not detached.
+    pub status: Option<i32>,
+}
+
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Run `argv` inside the session: join its cgroups, then its IPC, UTS, network, PID and mount
+/// namespaces, fork into the PID namespace, exec. Call only from a single-threaded process.
+pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<Spawned> {
+    let ns = session.ns()?;
+    if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
+        return Err(Error::failed(format!("session {}: its init (pid {}) is gone", session.id, ns.init_pid)));
+    }
+    if argv.is_empty() {
+        return Err(Error::Usage("no command given".into()));
+    }
+    let mut ns_files = vec![];
+    for n in ["ipc", "uts", "net", "pid", "mnt"] {
+        let p = format!("/proc/{}/ns/{n}", ns.init_pid);
+        ns_files.push(std::fs::File::open(&p).ctx("open namespace", &p)?);
+    }
+    // Everything the child needs is prepared before fork: no allocation after it.
+    let cargs: Vec<CString> = argv.iter().map(|a| CString::new(a.as_str())).collect::<std::result::Result<_, _>>().map_err(|_| Error::bad_input("argument with NUL"))?;
+    let mut env: Vec<(String, String)> = vec![("PATH".into(), DEFAULT_PATH.into()), ("HOME".into(), "/root".into()), ("TERM".into(), "xterm".into())];
+    for (k, v) in &opts.env {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.clone(), v.clone()));
+    }
+    let cenv: Vec<CString> = env.iter().map(|(k, v)| CString::new(format!("{k}={v}"))).collect::<std::result::Result<_, _>>().map_err(|_| Error::bad_input("environment with NUL"))?;
+    let log = opts.log.as_ref().map(|l| CString::new(l.as_os_str().as_encoded_bytes())).transpose().map_err(|_| Error::bad_input("log path with NUL"))?;
+    let cwd = CString::new(opts.cwd.as_ref().map(|c| c.as_os_str().as_encoded_bytes().to_vec()).unwrap_or_else(|| b"/".to_vec())).map_err(|_| Error::bad_input("cwd with NUL"))?;
+    let (pid_r, pid_w) = pipe()?;
+
+    match unsafe { libc::fork() } {
+        -1 => Err(Error::failed(format!("fork: {}", std::io::Error::last_os_error()))),
+        0 => unsafe {
+            drop(pid_r);
+            let me = libc::getpid();
+            if crate::cgroup::enter(session, me).is_err() {
+                libc::_exit(126);
+            }
+            for (f, t) in ns_files.iter().zip([libc::CLONE_NEWIPC, libc::CLONE_NEWUTS, libc::CLONE_NEWNET, libc::CLONE_NEWPID, libc::CLONE_NEWNS]) {
+                if libc::setns(f.as_raw_fd(), t) != 0 {
+                    libc::_exit(126);
+                }
+            }
+            drop(ns_files);
+            // setns(CLONE_NEWPID) only places this process's children in the session's PID namespace, and
+            // orphans go to the reaper of their parent's namespace: the command is forked from a process
+            // inside (b), so that when b exits the command is reparented to the session's init, not the
+            // host's.
+            let b = libc::fork();
+            if b == 0 {
+                let c = libc::fork();
+                if c == 0 {
+                    exec_child(&cargs, &cenv, log.as_ref(), &cwd, opts.detach, opts.uid_gid);
+                }
+                let mut w = std::fs::File::from(pid_w);
+                let _ = w.write_all(&c.to_le_bytes());
+                drop(w);
+                if opts.detach || c < 0 {
+                    libc::_exit(if c < 0 { 126 } else { 0 });
+                }
+                libc::_exit(wait_code(c));
+            }
+            drop(pid_w);
+            libc::_exit(if b < 0 { 126 } else { wait_code(b) })
+        },
+        a => {
+            drop(pid_w);
+            drop(ns_files);
+            let mut buf = [0u8; 4];
+            let got = std::fs::File::from(pid_r).read_exact(&mut buf);
+            let mut st = 0;
+            unsafe { libc::waitpid(a, &mut st, 0) };
+            let code = if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) };
+            if got.is_err() {
+                return Err(Error::failed(format!("could not enter session {} (exit {code})", session.id)));
+            }
+            let ns_pid = i32::from_le_bytes(buf);
+            let host_pid = host_pid_of(ns.inodes.pid, ns_pid).unwrap_or(-1);
+            Ok(Spawned { host_pid, ns_pid, status: if opts.detach { None } else { Some(code) } })
+        }
+    }
+}
+
+fn wait_code(pid: i32) -> i32 {
+    let mut st = 0;
+    unsafe { libc::waitpid(pid, &mut st, 0) };
+    if libc::WIFEXITED(st) {
+        libc::WEXITSTATUS(st)
+    } else {
+        128 + libc::WTERMSIG(st)
+    }
+}
+
+/// The host PID of the process that has `ns_pid` in the PID namespace `pidns`.
+pub fn host_pid_of(pidns: u64, ns_pid: i32) -> Option<i32> {
+    crate::proc::pids_in_pidns(pidns).into_iter().find(|&p| crate::proc::ns_pid(p) == Some(ns_pid))
+}
+
+unsafe fn exec_child(args: &[CString], env: &[CString], log: Option<&CString>, cwd: &CString, detach: bool, ids: Option<(u32, u32)>) -> ! {
+    if detach {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        let out = match log {
+            Some(l) => libc::open(l.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND, 0o644),
+            None => null,
+        };
+        libc::dup2(null, 0);
+        libc::dup2(if out >= 0 { out } else { null }, 1);
+        libc::dup2(if out >= 0 { out } else { null }, 2);
+    }
+    // No descriptor of the host may reach the session (CRIU cannot dump it, and it would leak).
+    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+    if libc::chdir(cwd.as_ptr()) != 0 {
+        libc::chdir(c"/".as_ptr());
+    }
+    if let Some((uid, gid)) = ids {
+        libc::setgroups(0, std::ptr::null());
+        if libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
+            libc::_exit(126);
+        }
+    }
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    // execvpe searches PATH from the environment we pass.
+    libc::execvpe(args[0].as_ptr(), argv.as_ptr(), envp.as_ptr());
+    libc::_exit(127)
+}

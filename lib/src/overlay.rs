@@ -1,0 +1,188 @@
+//! The session's root file system: overlayfs with a per-session upper on a host-visible tmpfs, over
+//! read-only layers (checkpoint, template) over the host's `/`.
+
+use crate::error::{Error, IoContext, Result};
+use crate::ledger::{Ledger, Resource};
+use crate::record::{Overlay, Session};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use std::path::{Path, PathBuf};
+
+/// The template layer `pipelines/setup.sh` builds: the desktop user, sudo, python with pyautogui.
+pub const DEFAULT_TEMPLATE: &str = "/var/lib/drums/template";
+
+pub struct OverlayOptions {
+    /// Read-only layers above `/`, topmost first.
+    pub layers: Vec<PathBuf>,
+    pub tmpfs_bytes: u64,
+    pub ttl_s: Option<u64>,
+}
+
+/// Make a new session: its state directory and ledger first, then the tmpfs and the overlay.
+pub fn create(opts: &OverlayOptions) -> Result<Session> {
+    for l in &opts.layers {
+        check_layer(l)?;
+    }
+    let id = crate::state::new_id('d');
+    let dir = crate::state::session_dir(&id);
+    let owner = crate::proc::session_owner()?;
+    let ledger = Ledger::create(&dir, &id, owner.clone(), opts.ttl_s)?;
+    ledger.phase("creating")?;
+    let overlay = mount_root(&ledger, &dir, &opts.layers, opts.tmpfs_bytes)?;
+    Ok(Session {
+        drums: crate::record::VERSION,
+        kind: crate::record::SESSION.into(),
+        id,
+        state_dir: dir,
+        created_at: crate::state::now(),
+        owner,
+        ttl_s: opts.ttl_s,
+        overlay: Some(overlay),
+        ns: None,
+        net: None,
+        desktop: None,
+        ready: None,
+        extra: Default::default(),
+    })
+}
+
+/// Mount a tmpfs at `<dir>/rw` (upper and work) and the overlay at `<dir>/root`, each ledgered first.
+pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: u64) -> Result<Overlay> {
+    let rw = dir.join("rw");
+    ledger.create_res(Resource::Mount { path: rw.clone() })?;
+    std::fs::create_dir(&rw).ctx("create directory", &rw)?;
+    mount(Some("drums"), &rw, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(format!("size={tmpfs_bytes},mode=0755").as_str()))
+        .ctx("mount tmpfs", &rw)?;
+    let (upper, work) = (rw.join("upper"), rw.join("work"));
+    std::fs::create_dir(&upper).ctx("create directory", &upper)?;
+    std::fs::create_dir(&work).ctx("create directory", &work)?;
+
+    // overlayfs refuses (ELOOP) a lower layer inside another layer, and every layer on the host's root file
+    // system is inside `/`. So each read-only layer is copied into the session's own tmpfs, which also
+    // keeps siblings from sharing any layer at all.
+    let mut copies = vec![];
+    for (i, layer) in layers.iter().enumerate() {
+        let copy = rw.join(format!("layer{i}"));
+        copy_tree(layer, &copy)?;
+        copies.push(copy);
+    }
+    let merged = dir.join("root");
+    ledger.create_res(Resource::Mount { path: merged.clone() })?;
+    std::fs::create_dir(&merged).ctx("create directory", &merged)?;
+    let mut lower: Vec<String> = copies.iter().map(|l| escape(l)).collect();
+    lower.push("/".into());
+    let data = format!("lowerdir={},upperdir={},workdir={}", lower.join(":"), escape(&upper), escape(&work));
+    // The kernel takes overlay options in one page; a longer string fails with a bare EINVAL.
+    if data.len() >= 4000 {
+        return Err(Error::bad_input(format!("overlay options are {} bytes, over the kernel's one-page limit: fewer or shorter layers", data.len())));
+    }
+    mount(Some("drums-overlay"), &merged, Some("overlay"), MsFlags::empty(), Some(data.as_str()))
+        .map_err(|e| Error::io(format!("mount overlay ({data})"), &merged, std::io::Error::from_raw_os_error(e as i32)))?;
+    Ok(Overlay { merged, upper, work, tmpfs: rw, layers: layers.to_vec(), tmpfs_bytes })
+}
+
+/// Copy a layer with everything overlayfs cares about: owners, modes, whiteouts (0:0 character devices)
+/// and `trusted.overlay.*` extended attributes (cp -a keeps them when run as root).
+pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir(to).ctx("create directory", to)?;
+    let o = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", from.display()))
+        .arg(to)
+        .output()
+        .map_err(|e| Error::env(format!("run cp: {e}")))?;
+    if !o.status.success() {
+        return Err(Error::failed(format!("copy layer {} to {}: {}", from.display(), to.display(), String::from_utf8_lossy(&o.stderr).trim())));
+    }
+    Ok(())
+}
+
+fn check_layer(l: &Path) -> Result<()> {
+    if !l.is_absolute() {
+        return Err(Error::bad_input(format!("layer {} is not an absolute path", l.display())));
+    }
+    if !l.is_dir() {
+        return Err(Error::bad_input(format!("layer {} is not a directory", l.display())));
+    }
+    Ok(())
+}
+
+/// overlayfs splits its options at `,` and `:`; a backslash escapes them.
+fn escape(p: &Path) -> String {
+    let s = p.to_string_lossy();
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, ',' | ':' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Unmount and delete the overlay and its tmpfs: only the mounts this session's ledger names.
+pub fn remove(session: &Session) -> Result<()> {
+    let ledger = Ledger::open(&session.state_dir)?;
+    let mut mounts: Vec<PathBuf> = ledger
+        .read()?
+        .live()
+        .into_iter()
+        .filter_map(|r| match r {
+            Resource::Mount { path } => Some(path),
+            _ => None,
+        })
+        .collect();
+    mounts.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for m in mounts {
+        unmount_owned(&ledger, &m)?;
+    }
+    Ok(())
+}
+
+/// Unmount a ledgered mount point (if mounted), remove its directory and release it.
+pub fn unmount_owned(ledger: &Ledger, path: &Path) -> Result<()> {
+    if is_mountpoint(path) {
+        umount2(path, MntFlags::empty()).ctx("unmount", path)?;
+    }
+    match std::fs::remove_dir(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("remove directory", path, e)),
+    }
+    ledger.release(Resource::Mount { path: path.to_path_buf() })
+}
+
+/// Whether `path` is a mount point in this mount namespace (per /proc/self/mountinfo).
+pub fn is_mountpoint(path: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    let want = path.to_string_lossy();
+    info.lines().any(|l| l.split(' ').nth(4).map(unescape_octal).as_deref() == Some(&*want))
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() + 0 && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn escapes_separators() {
+        assert_eq!(escape(Path::new("/a,b:c\\d")), "/a\\,b\\:c\\\\d");
+    }
+    #[test]
+    fn unescapes_mountinfo() {
+        assert_eq!(unescape_octal("/a\\040b"), "/a b");
+    }
+}

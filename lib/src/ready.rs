@@ -1,0 +1,86 @@
+//! The agent-ready rule of the source report: a screenshot differs from a blank desktop in more than a
+//! threshold fraction of pixels AND the expected page title is present among the window titles.
+
+use crate::error::{Error, Result};
+use crate::record::{Ready, Session};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub struct ReadyOptions {
+    pub threshold: f64,
+    /// Expected window title; default: the record's desktop.title.
+    pub title: Option<String>,
+    pub timeout: Duration,
+    pub interval: Duration,
+    pub png: Option<PathBuf>,
+    /// The blank desktop's colour (Xvfb -br: black).
+    pub blank: [u8; 3],
+}
+
+/// Poll the session's display until ready or timeout. The calling thread joins the session's network
+/// namespace. Returns the `ready` section; `ready.ready` false on timeout.
+pub fn check(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
+    let ns = session.ns()?;
+    let desktop = session.desktop()?;
+    let title = opts.title.clone().unwrap_or_else(|| desktop.title.clone());
+    crate::x11::join_netns(ns.init_pid)?;
+    let start = Instant::now();
+    let mut polls = 0;
+    let mut display = None;
+    let mut last_fraction = None;
+    let mut last_titles = vec![];
+    let mut failed;
+    let mut last_shot = None;
+    loop {
+        polls += 1;
+        failed = vec![];
+        if display.is_none() {
+            display = crate::x11::connect(desktop.display).ok();
+        }
+        match &display {
+            None => failed.push("display".to_string()),
+            // Titles first: the screenshot is then at least as late as the title it is judged with.
+            Some(d) => match d.client_titles().and_then(|t| Ok((d.screenshot()?, t))) {
+                Ok((shot, titles)) => {
+                    let f = shot.changed_fraction(opts.blank);
+                    last_fraction = Some(f);
+                    if f <= opts.threshold {
+                        failed.push("pixels".into());
+                    }
+                    if !titles.iter().any(|t| *t == title) {
+                        failed.push("title".into());
+                    }
+                    last_titles = titles;
+                    last_shot = Some(shot);
+                }
+                _ => {
+                    failed.push("display".into());
+                    display = None;
+                }
+            },
+        }
+        if failed.is_empty() || start.elapsed() >= opts.timeout {
+            break;
+        }
+        std::thread::sleep(opts.interval);
+    }
+    let ready = failed.is_empty();
+    if let (Some(p), Some(shot)) = (&opts.png, &last_shot) {
+        shot.save_png(p)?;
+    }
+    if opts.png.is_some() && last_shot.is_none() {
+        return Err(Error::failed("no screenshot could be taken, so none was saved"));
+    }
+    Ok(Ready {
+        ready,
+        ready_s: ready.then(|| start.elapsed().as_secs_f64()),
+        changed_fraction: last_fraction,
+        threshold: opts.threshold,
+        title_expected: title,
+        titles_seen: last_titles,
+        polls,
+        png: opts.png.clone(),
+        failed,
+        checked_at: crate::state::now(),
+    })
+}

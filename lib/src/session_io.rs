@@ -1,0 +1,29 @@
+//! Writing a session record: to stdout, and a copy into its state directory so `--session ID` works.
+
+use crate::error::{IoContext, Result};
+use crate::record::Session;
+
+pub const RECORD_FILE: &str = "record.json";
+
+/// Save the record beside the ledger (atomically), then print it.
+pub fn emit_session(s: &Session) -> Result<()> {
+    save(s)?;
+    crate::cli::emit(s)
+}
+
+pub fn save(s: &Session) -> Result<()> {
+    let path = s.state_dir.join(RECORD_FILE);
+    let tmp = s.state_dir.join(format!(".{RECORD_FILE}.{}", std::process::id()));
+    let mut line = serde_json::to_vec(s).expect("records serialize");
+    line.push(b'\n');
+    std::fs::write(&tmp, &line).ctx("write", &tmp)?;
+    std::fs::rename(&tmp, &path).ctx("rename", &path)
+}
+
+/// The latest record of a live session, by id.
+pub fn load(id: &str) -> Result<Session> {
+    crate::state::check_id(id).map_err(|m| crate::Error::bad_field("id", m))?;
+    let path = crate::state::session_dir(id).join(RECORD_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| crate::Error::bad_input(format!("{}: {e} (no such session?)", path.display())))?;
+    Session::parse(text.trim())
+}

@@ -1,0 +1,122 @@
+//! Talking to a session's X server from the host: a process that has joined only the session's network
+//! namespace reaches Xvfb's abstract socket (`@/tmp/.X11-unix/XN`) with DISPLAY=:N.
+
+use crate::error::{Error, IoContext, Result};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use xcb::x;
+
+/// Join the network namespace of a session's init, for the calling thread. Call before starting threads
+/// that should share it, or from the main thread of a single-purpose tool.
+pub fn join_netns(init_pid: i32) -> Result<()> {
+    let p = format!("/proc/{init_pid}/ns/net");
+    let f = std::fs::File::open(&p).ctx("open network namespace", &p)?;
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(Error::io("join network namespace", &p, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+pub struct Display {
+    pub conn: xcb::Connection,
+    pub root: x::Window,
+    pub width: u16,
+    pub height: u16,
+}
+
+pub fn connect(display: u32) -> Result<Display> {
+    let (conn, n) = xcb::Connection::connect(Some(&format!(":{display}"))).map_err(|e| Error::failed(format!("connect to X display :{display}: {e}")))?;
+    let (root, width, height) = {
+        let screen = conn.get_setup().roots().nth(n as usize).ok_or_else(|| Error::failed("X server has no screen"))?;
+        (screen.root(), screen.width_in_pixels(), screen.height_in_pixels())
+    };
+    Ok(Display { conn, root, width, height })
+}
+
+/// A screenshot as 8-bit RGB.
+pub struct Shot {
+    pub width: u32,
+    pub height: u32,
+    pub rgb: Vec<u8>,
+}
+
+impl Display {
+    pub fn screenshot(&self) -> Result<Shot> {
+        let c = self.conn.send_request(&x::GetImage {
+            format: x::ImageFormat::ZPixmap,
+            drawable: x::Drawable::Window(self.root),
+            x: 0,
+            y: 0,
+            width: self.width,
+            height: self.height,
+            plane_mask: u32::MAX,
+        });
+        let reply = self.conn.wait_for_reply(c).map_err(|e| Error::failed(format!("X GetImage: {e}")))?;
+        let src = reply.data();
+        let n = self.width as usize * self.height as usize;
+        if src.len() < n * 4 {
+            return Err(Error::failed(format!("X GetImage returned {} bytes for {n} pixels: only 24/32-bit displays are supported", src.len())));
+        }
+        let mut rgb = vec![0u8; n * 3];
+        for (s, d) in src.chunks_exact(4).zip(rgb.chunks_exact_mut(3)) {
+            d[0] = s[2];
+            d[1] = s[1];
+            d[2] = s[0];
+        }
+        Ok(Shot { width: self.width as u32, height: self.height as u32, rgb })
+    }
+
+    fn atom(&self, name: &str) -> Result<x::Atom> {
+        let c = self.conn.send_request(&x::InternAtom { only_if_exists: false, name: name.as_bytes() });
+        Ok(self.conn.wait_for_reply(c).map_err(|e| Error::failed(format!("X InternAtom {name}: {e}")))?.atom())
+    }
+
+    /// Titles of the window manager's client windows (_NET_CLIENT_LIST; _NET_WM_NAME, else WM_NAME).
+    pub fn client_titles(&self) -> Result<Vec<String>> {
+        let list = self.atom("_NET_CLIENT_LIST")?;
+        let net_name = self.atom("_NET_WM_NAME")?;
+        let utf8 = self.atom("UTF8_STRING")?;
+        let c = self.conn.send_request(&x::GetProperty { delete: false, window: self.root, property: list, r#type: x::ATOM_WINDOW, long_offset: 0, long_length: 1024 });
+        let reply = self.conn.wait_for_reply(c).map_err(|e| Error::failed(format!("X GetProperty _NET_CLIENT_LIST: {e}")))?;
+        let windows: Vec<x::Window> = reply.value::<x::Window>().to_vec();
+        let mut titles = vec![];
+        for w in windows {
+            let c = self.conn.send_request(&x::GetProperty { delete: false, window: w, property: net_name, r#type: utf8, long_offset: 0, long_length: 1024 });
+            let mut t = match self.conn.wait_for_reply(c) {
+                Ok(r) => String::from_utf8_lossy(r.value::<u8>()).into_owned(),
+                Err(_) => continue, // the window went away between the two requests
+            };
+            if t.is_empty() {
+                let c = self.conn.send_request(&x::GetProperty { delete: false, window: w, property: x::ATOM_WM_NAME, r#type: x::ATOM_STRING, long_offset: 0, long_length: 1024 });
+                if let Ok(r) = self.conn.wait_for_reply(c) {
+                    t = String::from_utf8_lossy(r.value::<u8>()).into_owned();
+                }
+            }
+            titles.push(t);
+        }
+        Ok(titles)
+    }
+}
+
+impl Shot {
+    /// Fraction of pixels that differ from `blank` (RGB).
+    pub fn changed_fraction(&self, blank: [u8; 3]) -> f64 {
+        let n = (self.width * self.height) as usize;
+        if n == 0 {
+            return 0.0;
+        }
+        let changed = self.rgb.chunks_exact(3).filter(|p| p != &blank).count();
+        changed as f64 / n as f64
+    }
+
+    pub fn save_png(&self, path: &Path) -> Result<()> {
+        let f = std::fs::File::create(path).ctx("create", path)?;
+        let mut enc = png::Encoder::new(std::io::BufWriter::new(f), self.width, self.height);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(png::Compression::Fast);
+        let mut w = enc.write_header().map_err(|e| Error::failed(format!("{}: png: {e}", path.display())))?;
+        w.write_image_data(&self.rgb).map_err(|e| Error::failed(format!("{}: png: {e}", path.display())))?;
+        w.finish().map_err(|e| Error::failed(format!("{}: png: {e}", path.display())))
+    }
+}

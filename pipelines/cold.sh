@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The cold path: a new session from nothing to agent-ready; prints its session record.
+#   pipelines/cold.sh > session.json        destroy it with: drums-sweep < session.json
+# Extra arguments per stage: DRUMS_OVERLAY_ARGS, DRUMS_NS_ARGS, DRUMS_DESKTOP_ARGS, DRUMS_READY_ARGS.
+# The session's owner (drums(7)) is DRUMS_OWNER, default the process that runs this script's caller.
+# If a stage fails, the partial session is destroyed from its ledger before the script exits.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+[ -x "$here/target/release/drums-ns" ] && export PATH="$here/target/release:$PATH"
+export DRUMS_OWNER=${DRUMS_OWNER:-$PPID}
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+# Each stage's output is kept, so a failure can be destroyed from the last record that reached a file.
+fail() {
+  for f in "$stage"/3 "$stage"/2 "$stage"/1; do
+    if [ -s "$f" ]; then drums-sweep < "$f" >/dev/null || true; break; fi
+  done
+  exit "$1"
+}
+# shellcheck disable=SC2086
+drums-overlay create ${DRUMS_OVERLAY_ARGS:-} > "$stage/1" || fail $?
+drums-ns create ${DRUMS_NS_ARGS:-} < "$stage/1" > "$stage/2" || fail $?
+drums-desktop start ${DRUMS_DESKTOP_ARGS:-} < "$stage/2" > "$stage/3" || fail $?
+drums-ready ${DRUMS_READY_ARGS:-} < "$stage/3" || fail $?

@@ -1,0 +1,175 @@
+//! The cold path on a real session: namespaces, overlay, Xvfb, openbox, Chromium, guest; then destroy.
+
+use drums_tests::*;
+use serde_json::Value;
+use std::io::Read;
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::Duration;
+
+/// Destroys the session when dropped, so a failing assertion leaves nothing behind.
+struct Destroy(String);
+impl Drop for Destroy {
+    fn drop(&mut self) {
+        let o = run("drums-sweep", &[], &self.0);
+        if !o.status.success() {
+            eprintln!("destroy failed: {}", text(&o.stderr));
+        }
+    }
+}
+
+fn cold_session(png: &std::path::Path) -> (Value, Destroy) {
+    let o = Command::new(repo_root().join("pipelines/cold.sh"))
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .env("DRUMS_READY_ARGS", format!("--png {}", png.display()))
+        .output()
+        .expect("run pipelines/cold.sh");
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "cold.sh failed: {}\n{out}", text(&o.stderr));
+    let rec: Value = serde_json::from_str(out.trim()).expect("cold.sh prints one record");
+    let guard = Destroy(out);
+    (rec, guard)
+}
+
+fn inside(id: &str, script: &str) -> (i32, String) {
+    let o = Command::new(tool("drums-ns")).args(["exec", "--session", id, "--", "sh", "-c", script]).output().unwrap();
+    (o.status.code().unwrap_or(-1), text(&o.stdout).trim().to_string())
+}
+
+#[test]
+fn cold_session_is_ready_isolated_and_leaves_nothing() {
+    require_root();
+    let _lock = session_lock();
+    let dir = std::env::temp_dir().join(format!("drums-cold-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let png_path = dir.join("cold.png");
+    let (rec, guard) = cold_session(&png_path);
+    let id = rec["id"].as_str().unwrap().to_string();
+
+    // Agent-ready with the real page: evidence saved, changed fraction above the bar, exact title.
+    assert_eq!(rec["ready"]["ready"], true, "{}", rec["ready"]);
+    assert!(rec["ready"]["changed_fraction"].as_f64().unwrap() > 0.10);
+    assert!(rec["ready"]["titles_seen"].as_array().unwrap().iter().any(|t| t == "drums-ready"));
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).expect("the PNG evidence was saved")));
+    let reader = decoder.read_info().expect("a valid PNG");
+    assert_eq!((reader.info().width, reader.info().height), (1920, 1080));
+
+    // From inside: its own PID 1, hostname, network namespace and root; the host's processes invisible.
+    let (_, comm1) = inside(&id, "cat /proc/1/comm");
+    assert_eq!(comm1, "drums-init");
+    let (_, host) = inside(&id, "hostname");
+    assert_eq!(host, rec["ns"]["hostname"].as_str().unwrap());
+    let (_, netns) = inside(&id, "readlink /proc/self/ns/net");
+    assert_eq!(netns, format!("net:[{}]", rec["ns"]["inodes"]["net"]));
+    assert_ne!(netns, std::fs::read_link("/proc/self/ns/net").unwrap().display().to_string());
+    let (_, root) = inside(&id, "awk '$5 == \"/\" { for (i = 7; i <= NF; i++) if ($i == \"-\") { print $(i+1); exit } }' /proc/self/mountinfo");
+    assert_eq!(root, "overlay", "the session's root is its overlay");
+    let (_, pids) = inside(&id, "ls /proc | grep -c '^[0-9]'");
+    let n: usize = pids.parse().unwrap();
+    assert!(n < 60, "{n} processes visible inside: the host's leak in");
+    let me = std::process::id();
+    let (code, _) = inside(&id, &format!("grep -q drums-tests /proc/{me}/cmdline 2>/dev/null"));
+    assert_ne!(code, 0, "the test process (host pid {me}) must be invisible inside");
+    let (_, write) = inside(&id, "echo x > /etc/drums-cold-probe && cat /etc/drums-cold-probe");
+    assert_eq!(write, "x");
+    assert!(!std::path::Path::new("/etc/drums-cold-probe").exists(), "a write inside must not reach the host");
+
+    // The guest answers from the host on the session's address.
+    let guest = rec["desktop"]["guest_url"].as_str().expect("the desktop started the guest");
+    let platform = http_get(&format!("{guest}/platform"));
+    assert!(platform.contains("Linux"), "GET /platform: {platform}");
+
+    // A listener on the host, on the veth's host address and on 127.0.0.1, cannot be reached from inside.
+    let host_addr = rec["net"]["host_addr"].as_str().unwrap();
+    for addr in [host_addr, "127.0.0.1"] {
+        let l = TcpListener::bind(format!("{addr}:0")).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (code, _) = inside(&id, &format!("timeout 3 bash -c 'echo hi > /dev/tcp/{addr}/{port}'"));
+        assert_ne!(code, 0, "the session connected to a host listener on {addr}:{port}");
+        assert!(l.accept().is_err(), "the host listener on {addr} accepted a connection from the session");
+    }
+
+    let state_dir = rec["state_dir"].as_str().unwrap().to_string();
+    let host_if = rec["net"]["host_if"].as_str().unwrap().to_string();
+    let pidns = rec["ns"]["inodes"]["pid"].as_u64().unwrap();
+    drop(guard);
+    assert_gone(&state_dir, &host_if, pidns, &id);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+pub fn assert_gone(state_dir: &str, host_if: &str, pidns: u64, id: &str) {
+    assert!(drums::proc::pids_in_pidns(pidns).iter().all(|&p| drums::proc::state(p) == Some('Z')), "processes of {id} are left");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(state_dir), "mounts of {id} are left");
+    assert!(!std::path::Path::new(&format!("/sys/class/net/{host_if}")).exists(), "link {host_if} is left");
+    assert!(!std::path::Path::new(state_dir).exists(), "state directory {state_dir} is left");
+    for c in ["cpu", "memory", "pids", "cpuacct", "freezer"] {
+        assert!(!std::path::Path::new(&format!("/sys/fs/cgroup/{c}/drums/{id}")).exists(), "cgroup {c}/drums/{id} is left");
+    }
+}
+
+fn http_get(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    for _ in 0..100 {
+        if let Ok(mut s) = std::net::TcpStream::connect_timeout(&hostport.parse().unwrap(), Duration::from_secs(2)) {
+            use std::io::Write;
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            write!(s, "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n").unwrap();
+            let mut out = String::new();
+            let _ = s.read_to_string(&mut out);
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{url} did not answer within 10 s");
+}
+
+/// SIGKILL a stage at several points of its work; destroying from the ledger alone leaves nothing.
+#[test]
+fn killed_stages_leave_nothing_after_destroy() {
+    require_root();
+    let _lock = session_lock();
+    for (stage, delay_ms) in [("ns", 2u64), ("ns", 15), ("ns", 40), ("desktop", 5), ("desktop", 60), ("desktop", 300)] {
+        let o = Command::new(tool("drums-overlay")).args(["create", "--no-template"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let mut rec = text(&o.stdout);
+        let id = serde_json::from_str::<Value>(&rec).unwrap()["id"].as_str().unwrap().to_string();
+        if stage == "desktop" {
+            let o = run("drums-ns", &["create"], &rec);
+            assert!(o.status.success(), "{}", text(&o.stderr));
+            rec = text(&o.stdout);
+        }
+        let mut child = Command::new(tool(&format!("drums-{stage}")))
+            .arg(if stage == "ns" { "create" } else { "start" })
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(rec.as_bytes()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        let ledger = drums::ledger::read_file(&drums::state::session_dir(&id).join("ledger.jsonl")).unwrap();
+        let init_pidns = ledger.live().iter().find_map(|r| match r {
+            drums::ledger::Resource::Process { pid, init: true, .. } => drums::proc::ns_inode(*pid, "pid").ok(),
+            _ => None,
+        });
+        let links: Vec<String> = ledger.live().iter().filter_map(|r| match r {
+            drums::ledger::Resource::Link { name } => Some(name.clone()),
+            _ => None,
+        }).collect();
+        let o = Command::new(tool("drums-sweep")).args(["--session", &id]).output().unwrap();
+        assert!(o.status.success(), "{stage} killed after {delay_ms} ms: destroy failed: {}{}", text(&o.stdout), text(&o.stderr));
+        let state_dir = drums::state::session_dir(&id).display().to_string();
+        for l in links.iter().chain(std::iter::once(&"none".to_string())) {
+            assert_gone(&state_dir, l, init_pidns.unwrap_or(0), &id);
+        }
+    }
+}
