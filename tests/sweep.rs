@@ -32,10 +32,51 @@ fn link_name(id: &str) -> String {
     format!("drums{}h", &id[2..10])
 }
 
+/// A shell called drums-init, so that its processes look like a session init to the sweep (comm).
+fn init_shell() -> PathBuf {
+    let p = PathBuf::from("/tmp/drums-tests-bin/drums-init");
+    if !p.exists() {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let tmp = p.with_extension(format!("{}", std::process::id()));
+        std::fs::copy("/bin/dash", &tmp).unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+    }
+    p
+}
+
+/// Start `drums-init -c 'sleep & sleep & wait'` as PID 1 of a new PID namespace; (unshare, init pid).
+fn spawn_init() -> (Child, i32) {
+    let child = Command::new("unshare")
+        .args(["--pid", "--fork"])
+        .arg(init_shell())
+        .args(["-c", "sleep 1000 & sleep 1000 & wait"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = child.id() as i32;
+    let init = wait_for(|| children(up).first().copied(), "the init under unshare");
+    wait_for(|| (children(init).len() == 2).then_some(()), "the init's two children");
+    (child, init)
+}
+
+/// The owner of a session whose owner is gone: a child that has exited and been reaped.
+fn dead_owner() -> drums::record::Owner {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id() as i32;
+    let start = drums::proc::start_time(pid).unwrap_or(1);
+    c.wait().unwrap();
+    drums::record::Owner { pid, start_time: start }
+}
+
 impl Hand {
     /// `stages`: how far to go, in creation order (overlay, ns, net, cgroup, ...), so that a test can stop
     /// where a crashed tool would have.
     fn new(stages: usize) -> Hand {
+        Hand::with_owner(stages, drums::proc::me().unwrap())
+    }
+
+    fn with_owner(stages: usize, owner: drums::record::Owner) -> Hand {
         let id = drums::state::new_id('d');
         let dir = drums::state::session_dir(&id);
         let link = link_name(&id);
@@ -43,7 +84,7 @@ impl Hand {
         let slot = drums::state::state_root().join("slots").join(format!("test-{id}"));
         let cgroups = ["pids", "memory"].iter().map(|c| PathBuf::from(format!("/sys/fs/cgroup/{c}/drums/{id}"))).collect();
         let mut h = Hand { id: id.clone(), dir: dir.clone(), link, cgroups, image, slot, unshare: None, init_pid: 0 };
-        let l = Ledger::create(&dir, &id, drums::proc::me().unwrap(), None).unwrap();
+        let l = Ledger::create(&dir, &id, owner, None).unwrap();
         l.phase("creating").unwrap();
         // overlay stage: a tmpfs with a mount inside it, and a directory holding files.
         let tmpfs = dir.join("tmpfs");
@@ -61,15 +102,8 @@ impl Hand {
             return h;
         }
         // ns stage: an init in its own PID namespace with two children, as drums-ns makes it.
-        let child = Command::new("unshare")
-            .args(["--pid", "--fork", "sh", "-c", "sleep 1000 & sleep 1000 & wait"])
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let up = child.id() as i32;
+        let (child, init) = spawn_init();
         h.unshare = Some(child);
-        let init = wait_for(|| children(up).first().copied(), "the init under unshare");
-        wait_for(|| (children(init).len() == 2).then_some(()), "the init's two children");
         let st = drums::proc::start_time(init).unwrap();
         h.init_pid = init;
         l.create_res(Resource::Process { pid: init, start_time: st, role: "init".into(), init: true }).unwrap();
@@ -99,6 +133,12 @@ impl Hand {
         h
     }
 
+    /// What a tool killed midway leaves: the creating phase, set by a process that is gone.
+    fn crash(&self) {
+        let l = Ledger::open(&self.dir).unwrap();
+        l.append(&drums::ledger::Entry::Phase { t: drums::state::now(), phase: "creating".into(), by: dead_owner() }).unwrap();
+    }
+
     fn record(&self) -> String {
         format!(
             r#"{{"drums":1,"type":"session","id":"{}","state_dir":"{}","created_at":1.0,"owner":{{"pid":1,"start_time":1}}}}"#,
@@ -118,7 +158,7 @@ impl Hand {
 
 impl Drop for Hand {
     fn drop(&mut self) {
-        if self.init_pid > 0 && drums::proc::comm(self.init_pid) == "sh" {
+        if self.init_pid > 0 && drums::proc::comm(self.init_pid) == "drums-init" {
             unsafe { libc::kill(self.init_pid, libc::SIGKILL) };
         }
         self.reap();
@@ -177,7 +217,7 @@ fn leftovers(h: &Hand) -> Vec<String> {
     if h.slot.exists() {
         left.push(format!("slot {}", h.slot.display()));
     }
-    if h.init_pid > 0 && drums::proc::state(h.init_pid).is_some_and(|s| s != 'Z') && drums::proc::comm(h.init_pid) == "sh" {
+    if h.init_pid > 0 && drums::proc::state(h.init_pid).is_some_and(|s| s != 'Z') && drums::proc::comm(h.init_pid) == "drums-init" {
         left.push(format!("init {}", h.init_pid));
     }
     left
@@ -269,4 +309,283 @@ fn a_bad_record_refuses_the_whole_input() {
     assert_eq!(o.status.code(), Some(3), "a state directory outside the state root is refused: {}", text(&o.stderr));
     let o = run("drums-sweep", &[], &h.record());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+impl Hand {
+    /// What of the session is missing, by stage (empty: everything it made is there).
+    fn missing(&self, stages: usize) -> Vec<String> {
+        let inv = inventory();
+        let mut miss = vec![];
+        for m in [self.dir.join("tmpfs"), self.dir.join("tmpfs/merged")] {
+            if !inv.mounts.contains(&m.display().to_string()) {
+                miss.push(format!("mount {}", m.display()));
+            }
+        }
+        if stages >= 2 && !(drums::proc::state(self.init_pid).is_some_and(|s| s != 'Z') && drums::proc::comm(self.init_pid) == "drums-init") {
+            miss.push(format!("init {}", self.init_pid));
+        }
+        if stages >= 3 && !inv.links.contains(&self.link) {
+            miss.push(format!("link {}", self.link));
+        }
+        if stages >= 4 {
+            for c in &self.cgroups {
+                if !c.is_dir() {
+                    miss.push(format!("cgroup {}", c.display()));
+                }
+            }
+        }
+        if !self.dir.join("ledger.jsonl").is_file() {
+            miss.push("ledger".into());
+        }
+        miss
+    }
+}
+
+/// Objects with Drums' names that no ledger holds: what a lost ledger leaves. Dropped: removed by hand.
+struct Stray {
+    tag: String,
+    link: String,
+    mount: PathBuf,
+    cgroup: PathBuf,
+    slot: PathBuf,
+    unshare: Option<Child>,
+    init: i32,
+}
+
+impl Stray {
+    fn new() -> Stray {
+        let tag = drums::state::new_id('d')[2..10].to_string();
+        let link = format!("drums{tag}u");
+        sh(&format!("ip link add {link} type veth peer name drums{tag}v"));
+        let mount = drums::state::state_root().join(format!("stray-{tag}"));
+        std::fs::create_dir_all(&mount).unwrap();
+        sh(&format!("mount -t tmpfs stray {}", mount.display()));
+        let cgroup = PathBuf::from(format!("/sys/fs/cgroup/pids/drums/stray{tag}"));
+        std::fs::create_dir_all(&cgroup).unwrap();
+        let slot = drums::state::state_root().join("slots").join(format!("stray-{tag}"));
+        std::fs::create_dir_all(slot.parent().unwrap()).unwrap();
+        std::fs::write(&slot, "d-gone").unwrap();
+        let (c, init) = spawn_init();
+        Stray { tag, link, mount, cgroup, slot, unshare: Some(c), init }
+    }
+    fn present(&self) -> Vec<String> {
+        let inv = inventory();
+        let mut v = vec![];
+        if inv.links.iter().any(|l| l.contains(&self.tag)) {
+            v.push(format!("link {}", self.link));
+        }
+        if inv.mounts.contains(&self.mount.display().to_string()) {
+            v.push(format!("mount {}", self.mount.display()));
+        }
+        if self.cgroup.exists() {
+            v.push(format!("cgroup {}", self.cgroup.display()));
+        }
+        if self.slot.exists() {
+            v.push(format!("slot {}", self.slot.display()));
+        }
+        if drums::proc::state(self.init).is_some_and(|s| s != 'Z') && drums::proc::comm(self.init) == "drums-init" {
+            v.push(format!("init {}", self.init));
+        }
+        v
+    }
+    fn reap(&mut self) {
+        if let Some(mut c) = self.unshare.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Stray {
+    fn drop(&mut self) {
+        if drums::proc::comm(self.init) == "drums-init" {
+            unsafe { libc::kill(self.init, libc::SIGKILL) };
+        }
+        self.reap();
+        let _ = Command::new("ip").args(["link", "del", &self.link]).stderr(Stdio::null()).status();
+        let _ = Command::new("umount").arg("-l").arg(&self.mount).stderr(Stdio::null()).status();
+        let _ = std::fs::remove_dir(&self.mount);
+        let _ = std::fs::remove_dir(&self.cgroup);
+        let _ = std::fs::remove_file(&self.slot);
+    }
+}
+
+/// Objects that are not Drums': a veth, a tmpfs mount, a cgroup directory and a PID namespace with other
+/// names. A sweep must leave every one of them alone.
+struct Foreign {
+    link: String,
+    mount: PathBuf,
+    cgroup: PathBuf,
+    unshare: Option<Child>,
+    init: i32,
+}
+
+impl Foreign {
+    fn new() -> Foreign {
+        let tag = &drums::state::new_id('d')[2..8];
+        let link = format!("xtest{tag}");
+        sh(&format!("ip link add {link} type veth peer name ytest{tag}"));
+        let mount = PathBuf::from(format!("/tmp/xtest-{tag}"));
+        std::fs::create_dir_all(&mount).unwrap();
+        sh(&format!("mount -t tmpfs xtest {}", mount.display()));
+        let cgroup = PathBuf::from(format!("/sys/fs/cgroup/pids/notdrums-{tag}"));
+        std::fs::create_dir_all(&cgroup).unwrap();
+        let c = Command::new("unshare").args(["--pid", "--fork", "sleep", "1000"]).stdin(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let up = c.id() as i32;
+        let init = wait_for(|| children(up).first().copied(), "the foreign init");
+        Foreign { link, mount, cgroup, unshare: Some(c), init }
+    }
+    fn missing(&self) -> Vec<String> {
+        let mut v = vec![];
+        if !Command::new("ip").args(["link", "show", &self.link]).output().unwrap().status.success() {
+            v.push(format!("link {}", self.link));
+        }
+        let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        if !mi.contains(&format!(" {} ", self.mount.display())) {
+            v.push(format!("mount {}", self.mount.display()));
+        }
+        if !self.cgroup.is_dir() {
+            v.push(format!("cgroup {}", self.cgroup.display()));
+        }
+        if drums::proc::state(self.init).is_none_or(|s| s == 'Z') {
+            v.push(format!("process {}", self.init));
+        }
+        v
+    }
+}
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.init, libc::SIGKILL) };
+        if let Some(mut c) = self.unshare.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip").args(["link", "del", &self.link]).stderr(Stdio::null()).status();
+        let _ = Command::new("umount").arg(&self.mount).stderr(Stdio::null()).status();
+        let _ = std::fs::remove_dir(&self.mount);
+        let _ = std::fs::remove_dir(&self.cgroup);
+    }
+}
+
+fn sweep(args: &[&str]) -> (Option<i32>, Value, String) {
+    let mut a = vec!["--orphans"];
+    a.extend_from_slice(args);
+    let o = run("drums-sweep", &a, "");
+    let r = reports(&o.stdout).pop().unwrap_or_else(|| panic!("no report; stderr: {}", text(&o.stderr)));
+    assert_eq!(r["type"], "sweep");
+    (o.status.code(), r, text(&o.stderr))
+}
+
+#[test]
+fn cron_sweep_removes_orphans_and_strays_and_spares_live_and_foreign() {
+    require_root();
+    let _l = session_lock();
+    let foreign = Foreign::new();
+    let mut orphan = Hand::with_owner(9, dead_owner());
+    let mut half = Hand::new(1);
+    half.crash();
+    let mut live = Hand::new(9);
+    let mut stray = Stray::new();
+    let (code, r, err) = sweep(&["--older-than", "0"]);
+    orphan.reap();
+    half.reap();
+    stray.reap();
+    assert_eq!(code, Some(0), "{err}\n{r}");
+    let verdict = |h: &Hand| r["sessions"].as_array().unwrap().iter().find(|v| v["session"] == h.id.as_str()).cloned().unwrap();
+    assert_eq!(verdict(&orphan)["verdict"], "orphan", "{r}");
+    assert!(verdict(&orphan)["reason"].as_str().unwrap().contains("owner"), "{r}");
+    assert_eq!(verdict(&half)["verdict"], "orphan", "{r}");
+    assert_eq!(verdict(&live)["verdict"], "kept", "{r}");
+    assert_eq!(leftovers(&orphan), Vec::<String>::new());
+    assert_eq!(leftovers(&half), Vec::<String>::new());
+    assert_eq!(stray.present(), Vec::<String>::new(), "{r}");
+    assert_eq!(live.missing(9), Vec::<String>::new(), "a sweep harmed a live session: {r}");
+    assert_eq!(foreign.missing(), Vec::<String>::new(), "a sweep touched what is not Drums': {r}");
+    let kinds: Vec<&str> = r["unledgered"]["removed"].as_array().unwrap().iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    for k in ["process", "link", "mount", "cgroup", "slot"] {
+        assert!(kinds.contains(&k), "no unledgered {k} reported removed: {r}");
+    }
+    let o = run("drums-sweep", &[], &live.record());
+    live.reap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(foreign.missing(), Vec::<String>::new());
+}
+
+#[test]
+fn dry_run_sweep_changes_nothing() {
+    require_root();
+    let _l = session_lock();
+    let _foreign = Foreign::new();
+    let mut orphan = Hand::with_owner(9, dead_owner());
+    let mut stray = Stray::new();
+    let seen = drums::state::state_root().join("sweep-seen.json");
+    let seen_before = std::fs::read(&seen).ok();
+    let before = inventory();
+    let (code, r, err) = sweep(&["--older-than", "0", "--dry-run"]);
+    assert_eq!(code, Some(1), "a dry run that finds orphans exits 1: {err}");
+    assert!(!r["destroyed"][0]["planned"].as_array().unwrap().is_empty(), "{r}");
+    assert!(r["unledgered"]["planned"].as_array().unwrap().len() >= 5, "{r}");
+    assert_eq!(inventory(), before, "a dry run changed the machine");
+    assert_eq!(std::fs::read(&seen).ok(), seen_before, "a dry run wrote the seen file");
+    assert!(orphan.missing(9).is_empty());
+    let (code, r, err) = sweep(&["--older-than", "0"]);
+    orphan.reap();
+    stray.reap();
+    assert_eq!(code, Some(0), "{err}\n{r}");
+    assert_eq!(stray.present(), Vec::<String>::new());
+}
+
+#[test]
+fn unledgered_objects_wait_for_the_grace_period() {
+    require_root();
+    let _l = session_lock();
+    let mut stray = Stray::new();
+    let (code, r, err) = sweep(&[]);
+    assert_eq!(code, Some(0), "objects within the grace period are not counted as left: {err}");
+    assert_eq!(stray.present().len(), 5, "the default grace period spares young objects: {r}");
+    assert!(r["unledgered"]["waiting"].as_array().unwrap().len() >= 5, "{r}");
+    // Links, mounts, cgroups and slots have no kernel age: the first sweep that sees them starts the clock.
+    let (_, r, _) = sweep(&["--older-than", "2"]);
+    assert!(stray.present().len() >= 4, "{r}");
+    std::thread::sleep(Duration::from_millis(2100));
+    let (code, r, err) = sweep(&["--older-than", "2"]);
+    stray.reap();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(stray.present(), Vec::<String>::new(), "{r}");
+}
+
+#[test]
+fn a_session_being_created_by_a_live_tool_is_spared() {
+    require_root();
+    let _l = session_lock();
+    // Owner gone, no init yet, but a live process holds it in the creating phase.
+    let mut h = Hand::with_owner(1, dead_owner());
+    let mut holder = Command::new("sleep").arg("1000").spawn().unwrap();
+    let by = drums::record::Owner { pid: holder.id() as i32, start_time: drums::proc::start_time(holder.id() as i32).unwrap() };
+    let l = Ledger::open(&h.dir).unwrap();
+    l.append(&drums::ledger::Entry::Phase { t: drums::state::now(), phase: "creating".into(), by }).unwrap();
+    let (code, r, err) = sweep(&["--older-than", "0"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(h.missing(1), Vec::<String>::new(), "{r}");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let (code, r, err) = sweep(&["--older-than", "0"]);
+    h.reap();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(leftovers(&h), Vec::<String>::new(), "once its creator is gone it is an orphan: {r}");
+}
+
+#[test]
+fn expired_time_to_live_is_an_orphan() {
+    require_root();
+    let _l = session_lock();
+    let mut h = Hand::new(9);
+    let (_, r, _) = sweep(&["--older-than", "0", "--ttl", "3600"]);
+    assert!(h.missing(9).is_empty(), "{r}");
+    std::thread::sleep(Duration::from_millis(1100));
+    let (code, r, err) = sweep(&["--older-than", "0", "--ttl", "1"]);
+    h.reap();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(leftovers(&h), Vec::<String>::new(), "{r}");
 }

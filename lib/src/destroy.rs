@@ -187,6 +187,32 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
         }
     }
 
+    // Mounts below the state directory are the session's whether or not they reached the ledger (a mount
+    // that propagated in, or a ledger that was lost): they would stop the directory's removal.
+    for m in fsops::mounts_below(state_dir).unwrap_or_default() {
+        let res = Resource::Mount { path: m.mount_point.clone() };
+        if opts.dry_run {
+            if !rep.planned.iter().any(|i| i.res == res) {
+                rep.planned.push(Item::new(res, Some("not in the ledger; below the state directory".into())));
+            }
+            continue;
+        }
+        match fsops::unmount_tree(&m.mount_point, opts.busy_wait) {
+            Ok(u) => {
+                if u == fsops::Unmounted::Lazy {
+                    rep.lazy_unmounts.push(m.mount_point.clone());
+                }
+                if u != fsops::Unmounted::AlreadyGone {
+                    rep.removed.push(Item::new(res, Some("not in the ledger; below the state directory".into())));
+                }
+            }
+            Err((e, p)) => {
+                let f = Fail::io("unmount", &p, &e);
+                rep.left.push(Item { res, note: Some(f.reason), errno: f.errno });
+            }
+        }
+    }
+
     if opts.dry_run {
         return Ok(rep);
     }

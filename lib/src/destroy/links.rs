@@ -13,6 +13,8 @@ pub struct Link {
     pub name: String,
     /// `veth`, `dummy`, ... when the kernel says.
     pub kind: Option<String>,
+    /// The other end of a veth pair, when it is in this namespace too (no link-netnsid).
+    pub peer_here: Option<u32>,
 }
 
 fn runtime() -> io::Result<tokio::runtime::Runtime> {
@@ -29,9 +31,13 @@ fn to_io(e: rtnetlink::Error) -> io::Error {
 fn link_of(m: &LinkMessage) -> Option<Link> {
     let mut name = None;
     let mut kind = None;
+    let mut peer = None;
+    let mut peer_elsewhere = false;
     for a in &m.attributes {
         match a {
             LinkAttribute::IfName(n) => name = Some(n.clone()),
+            LinkAttribute::Link(i) => peer = Some(*i),
+            LinkAttribute::LinkNetNsId(_) => peer_elsewhere = true,
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {
                     if let LinkInfo::Kind(k) = i {
@@ -45,7 +51,8 @@ fn link_of(m: &LinkMessage) -> Option<Link> {
             _ => {}
         }
     }
-    Some(Link { index: m.header.index, name: name?, kind })
+    let peer_here = if peer_elsewhere { None } else { peer.filter(|p| *p != 0 && *p != m.header.index) };
+    Some(Link { index: m.header.index, name: name?, kind, peer_here })
 }
 
 /// Every link of the host's network namespace.

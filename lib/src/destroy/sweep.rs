@@ -1,11 +1,38 @@
 //! The cron mode of drums-sweep: find orphaned sessions and unledgered leftovers, and remove them.
+//!
+//! A session (a directory under `<state_root>/sessions`) is judged from its ledger:
+//! - left alone while its last phase is `creating`, `restoring` or `destroying` and the process that set
+//!   it is alive (a live tool is at work), and while its ledger was written to less than the grace period
+//!   (`older_than`) ago (between two stages of a pipeline no tool holds it);
+//! - an orphan when its time to live has expired; when its holder is gone (the owner, or the taker after a
+//!   `taken` phase) unless it is `parked` in a warm pool; when it holds resources but no live init
+//!   (half-created, or its init died); or when it has no readable ledger at all.
+//!
+//! Unledgered leftovers are kernel objects that carry Drums' names but that no ledger claims: links named
+//! `drums*`, mounts below the state root outside any ledgered session directory, directories below a
+//! `drums` cgroup directory, slot files, and session inits (comm `drums-init` or command line
+//! `drums-ns init`) with their whole PID namespace. A ledger is always written before the object it names
+//! is created, but the sweep reads ledgers before it lists objects, so an object created in between looks
+//! unledgered for a moment. So an unledgered object is removed only when it has been unledgered for the
+//! grace period: for processes the kernel gives their age (start time); links, mounts and cgroup
+//! directories have no creation time the kernel reports, so the sweep remembers when it first saw each
+//! (`<state_root>/sweep-seen.json`) and removes it on a later run. With `older_than` 0 everything is
+//! removed in one run. Every ledger is read again just before the unledgered objects are judged.
 
+use super::{fsops, links, DestroyOptions, DestroyReport};
 use crate::error::{Error, IoContext, Result};
+use crate::ledger::{Contents, Entry, Resource};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub const LOCK_FILE: &str = "sweep.lock";
+pub const SEEN_FILE: &str = "sweep-seen.json";
+/// The comm a session init gives itself (drums-ns init sets it with PR_SET_NAME).
+pub const INIT_COMM: &str = "drums-init";
 
 /// The sweep lock, `<state_root>/sweep.lock`, held until dropped. Sweeps take it exclusively so two never
 /// race; explicit destroys take it shared, so they run side by side but never during a sweep.
@@ -39,4 +66,449 @@ pub fn lock(exclusive: bool, create: bool) -> Result<Option<SweepLock>> {
             return Err(Error::io("lock", &path, e));
         }
     }
+}
+
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    pub destroy: DestroyOptions,
+    /// The grace period (see the module documentation).
+    pub older_than: Duration,
+    /// Time to live for sessions whose ledger sets none.
+    pub ttl: Option<u64>,
+}
+
+/// What the sweep thought of one session.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub state_dir: PathBuf,
+    pub session: Option<String>,
+    /// `orphan` (destroyed) or `kept`.
+    pub verdict: &'static str,
+    pub reason: String,
+}
+
+/// One unledgered object.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Leftover {
+    /// `process`, `link`, `mount`, `cgroup`, `slot`.
+    pub kind: &'static str,
+    /// The link name, mount point, cgroup directory or slot file; for a process, its host pid.
+    pub name: String,
+    /// Why it is Drums', and what became of it.
+    pub note: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Unledgered {
+    pub found: Vec<Leftover>,
+    /// With --dry-run: what would be removed now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub planned: Vec<Leftover>,
+    pub removed: Vec<Leftover>,
+    /// Younger than the grace period (or not yet seen for that long): left for a later sweep.
+    pub waiting: Vec<Leftover>,
+    /// Could not be removed, with the reason.
+    pub left: Vec<Leftover>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepReport {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub dry_run: bool,
+    pub at: f64,
+    pub older_than_s: f64,
+    pub sessions: Vec<Verdict>,
+    pub destroyed: Vec<DestroyReport>,
+    pub unledgered: Unledgered,
+    /// How many things are still there that the sweep wanted gone (with --dry-run: would remove).
+    pub left: usize,
+}
+
+/// Sweep: destroy orphaned sessions, then unledgered leftovers. Takes the sweep lock.
+pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
+    let dry = opts.destroy.dry_run;
+    let _lock = lock(true, !dry)?;
+    let now = crate::state::now();
+    let mut rep = SweepReport {
+        drums: crate::record::VERSION,
+        kind: "sweep",
+        dry_run: dry,
+        at: now,
+        older_than_s: opts.older_than.as_secs_f64(),
+        sessions: vec![],
+        destroyed: vec![],
+        unledgered: Unledgered::default(),
+        left: 0,
+    };
+    for dir in session_dirs() {
+        let (verdict, reason) = judge(&dir, now, opts);
+        let session = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)).ok().and_then(|c| c.owner().map(|o| o.0.to_string()));
+        rep.sessions.push(Verdict { state_dir: dir.clone(), session, verdict: if verdict { "orphan" } else { "kept" }, reason });
+        if verdict {
+            match super::destroy(&dir, &opts.destroy) {
+                Ok(d) => {
+                    if !d.clean() || (dry && !d.planned.is_empty()) {
+                        rep.left += if dry { d.planned.len() } else { d.left.len().max(1) };
+                    }
+                    rep.destroyed.push(d);
+                }
+                Err(e) => {
+                    rep.left += 1;
+                    rep.unledgered.left.push(Leftover { kind: "session", name: dir.display().to_string(), note: e.to_string(), errno: None });
+                }
+            }
+        }
+    }
+    unledgered(opts, now, &mut rep.unledgered);
+    rep.left += if dry { rep.unledgered.planned.len() } else { rep.unledgered.left.len() };
+    Ok(rep)
+}
+
+fn session_dirs() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(crate::state::sessions_root())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+fn holder_alive(o: &crate::record::Owner) -> bool {
+    crate::proc::alive(o.pid, o.start_time)
+}
+
+/// (orphan?, why).
+fn judge(dir: &Path, now: f64, opts: &SweepOptions) -> (bool, String) {
+    let grace = opts.older_than.as_secs_f64();
+    let ledger = dir.join(crate::ledger::FILE_NAME);
+    let contents = crate::ledger::read_file(&ledger).ok();
+    let Some((_, owner, ttl, created)) = contents.as_ref().and_then(|c| c.owner().map(|(s, o, t, c)| (s.to_string(), o.clone(), t, c))) else {
+        // Ledger::create makes the directory, then the ledger: a young directory may be half-way there.
+        let age = mtime_age(dir, now);
+        return if age >= grace {
+            (true, format!("no readable ledger, and the directory is {age:.0} s old"))
+        } else {
+            (false, format!("no ledger yet; {age:.1} s old, within the grace period"))
+        };
+    };
+    let c = contents.as_ref().unwrap();
+    let phase = c.last_phase();
+    if let Some((p, by, _)) = phase {
+        if matches!(p, "creating" | "restoring" | "destroying") && holder_alive(by) {
+            return (false, format!("{p} by pid {}, which is alive", by.pid));
+        }
+    }
+    let quiet = now - last_write(c).max(mtime_secs(&ledger).unwrap_or(0.0));
+    if quiet < grace {
+        return (false, format!("its ledger was written {quiet:.1} s ago, within the grace period"));
+    }
+    if let Some(ttl) = ttl.or(opts.ttl) {
+        if now > created + ttl as f64 {
+            return (true, format!("time to live of {ttl} s expired {:.0} s ago", now - created - ttl as f64));
+        }
+    }
+    match phase {
+        Some(("parked", _, _)) => {}
+        Some(("taken", by, _)) if !holder_alive(by) => return (true, format!("taken by pid {}, which is gone", by.pid)),
+        Some(("taken", _, _)) => {}
+        _ if !holder_alive(&owner) => return (true, format!("its owner pid {} is gone", owner.pid)),
+        _ => {}
+    }
+    let live = c.live();
+    let inits: Vec<&Resource> = live.iter().filter(|r| matches!(r, Resource::Process { init: true, .. })).collect();
+    let init_alive = inits.iter().any(|r| matches!(r, Resource::Process { pid, start_time, .. } if crate::proc::alive(*pid, *start_time)));
+    if !init_alive && live.iter().any(|r| !matches!(r, Resource::Image { .. })) {
+        return (true, if inits.is_empty() { "half-created: resources but no init".into() } else { "its init is gone".into() });
+    }
+    (false, "live".into())
+}
+
+fn last_write(c: &Contents) -> f64 {
+    c.entries
+        .iter()
+        .map(|e| match e {
+            Entry::Owner { t, .. } | Entry::Create { t, .. } | Entry::Release { t, .. } | Entry::Phase { t, .. } => *t,
+        })
+        .fold(0.0, f64::max)
+}
+
+fn mtime_secs(p: &Path) -> Option<f64> {
+    let m = std::fs::metadata(p).ok()?.modified().ok()?;
+    Some(m.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
+}
+fn mtime_age(p: &Path, now: f64) -> f64 {
+    mtime_secs(p).map(|t| now - t).unwrap_or(f64::INFINITY)
+}
+
+/// What the ledgers still present claim, read fresh.
+#[derive(Default)]
+struct Claimed {
+    links: BTreeSet<String>,
+    mounts: BTreeSet<PathBuf>,
+    cgroups: BTreeSet<PathBuf>,
+    slots: BTreeSet<PathBuf>,
+    /// Session directories with a ledger: everything below them is theirs.
+    dirs: BTreeSet<PathBuf>,
+    ids: BTreeSet<String>,
+    /// PID namespaces of ledgered inits that are alive.
+    pidns: BTreeSet<u64>,
+}
+
+fn claimed() -> Claimed {
+    let mut k = Claimed::default();
+    for dir in session_dirs() {
+        // A directory without a ledger yet is claimed too: the judge gave it the grace period.
+        k.dirs.insert(dir.clone());
+        if let Some(n) = dir.file_name().and_then(|n| n.to_str()) {
+            k.ids.insert(n.to_string());
+        }
+        let Ok(c) = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)) else { continue };
+        if let Some((id, ..)) = c.owner() {
+            k.ids.insert(id.to_string());
+        }
+        for r in c.live() {
+            match r {
+                Resource::Link { name } => {
+                    k.links.insert(name);
+                }
+                Resource::Mount { path } => {
+                    k.mounts.insert(path);
+                }
+                Resource::Cgroup { path } => {
+                    k.cgroups.insert(path);
+                }
+                Resource::Slot { path, .. } => {
+                    k.slots.insert(path);
+                }
+                Resource::Process { pid, start_time, init: true, .. } if crate::proc::alive(pid, start_time) => {
+                    if let Ok(ns) = crate::proc::ns_inode(pid, "pid") {
+                        k.pidns.insert(ns);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    k
+}
+
+/// First-seen times of unledgered objects, by key.
+fn load_seen() -> BTreeMap<String, f64> {
+    std::fs::read(crate::state::state_root().join(SEEN_FILE)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
+fn store_seen(seen: &BTreeMap<String, f64>) {
+    let root = crate::state::state_root();
+    let tmp = root.join(format!("{SEEN_FILE}.tmp"));
+    if std::fs::write(&tmp, serde_json::to_vec(seen).unwrap_or_default()).is_ok() {
+        let _ = std::fs::rename(&tmp, root.join(SEEN_FILE));
+    }
+}
+
+enum Candidate {
+    Process { init_pid: i32, start: u64, pidns: u64 },
+    Link(String),
+    Mount(PathBuf),
+    Cgroup(PathBuf),
+    Slot(PathBuf),
+}
+
+fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
+    let dry = opts.destroy.dry_run;
+    let grace = opts.older_than.as_secs_f64();
+    let k = claimed();
+    let old_seen = load_seen();
+    let mut seen = BTreeMap::new();
+    let mut cands: Vec<(Leftover, Candidate, f64)> = vec![];
+    // Age of objects the kernel dates (processes); for the others, how long the sweep has known them.
+    let mut dated = |key: String, age: Option<f64>| -> f64 {
+        match age {
+            Some(a) => a,
+            None => {
+                let first = *old_seen.get(&key).unwrap_or(&now);
+                seen.insert(key, first);
+                now - first
+            }
+        }
+    };
+
+    for (init_pid, start, pidns, why) in session_inits() {
+        if k.pidns.contains(&pidns) {
+            continue;
+        }
+        let age = process_age(start);
+        let n = crate::proc::pids_in_pidns(pidns).len();
+        let lo = Leftover { kind: "process", name: init_pid.to_string(), note: format!("{why}, PID 1 of a namespace with {n} process(es), in no ledger"), errno: None };
+        cands.push((lo, Candidate::Process { init_pid, start, pidns }, dated(String::new(), Some(age))));
+    }
+    let all_links = links::list().unwrap_or_default();
+    // Deleting one end of a veth pair deletes the other: an unledgered end whose peer is ledgered (both
+    // ends on the host while a tool sets the pair up) belongs to that session.
+    let peer_claimed = |l: &links::Link, claimed: &BTreeSet<String>| {
+        l.peer_here.and_then(|p| all_links.iter().find(|o| o.index == p)).is_some_and(|o| claimed.contains(&o.name))
+    };
+    for l in &all_links {
+        if l.name.starts_with(crate::state::NAME_PREFIX) && !k.links.contains(&l.name) && !peer_claimed(l, &k.links) {
+            let lo = Leftover { kind: "link", name: l.name.clone(), note: format!("named {}*, in no ledger", crate::state::NAME_PREFIX), errno: None };
+            let age = dated(format!("link:{}:{}", l.name, l.index), None);
+            cands.push((lo, Candidate::Link(l.name.clone()), age));
+        }
+    }
+    let root = crate::state::state_root();
+    let mut mps: Vec<fsops::MountInfo> = fsops::mounts().unwrap_or_default();
+    mps.sort_by_key(|m| std::cmp::Reverse(m.mount_point.components().count()));
+    for m in mps {
+        let p = &m.mount_point;
+        if p == &root || !p.starts_with(&root) || k.mounts.contains(p) || k.dirs.iter().any(|d| p.starts_with(d)) {
+            continue;
+        }
+        let lo = Leftover { kind: "mount", name: p.display().to_string(), note: format!("below the state root {}, in no ledger", root.display()), errno: None };
+        let age = dated(format!("mount:{}:{}", m.id, p.display()), None);
+        cands.push((lo, Candidate::Mount(p.clone()), age));
+    }
+    for h in super::cgroup_mounts() {
+        let parent = h.join(crate::state::NAME_PREFIX);
+        let Ok(rd) = std::fs::read_dir(&parent) else { continue };
+        for e in rd.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if k.cgroups.contains(&p) || k.ids.contains(&name) {
+                continue;
+            }
+            let lo = Leftover { kind: "cgroup", name: p.display().to_string(), note: format!("below {}, in no ledger", parent.display()), errno: None };
+            let age = dated(format!("cgroup:{}", p.display()), None);
+            cands.push((lo, Candidate::Cgroup(p), age));
+        }
+    }
+    for e in std::fs::read_dir(root.join("slots")).into_iter().flatten().flatten() {
+        let p = e.path();
+        if k.slots.contains(&p) {
+            continue;
+        }
+        let holder = std::fs::read_to_string(&p).unwrap_or_default();
+        // The slot file names its session; one whose session still has a directory is being set up.
+        if !holder.is_empty() && k.ids.contains(holder.trim()) {
+            continue;
+        }
+        let lo = Leftover { kind: "slot", name: p.display().to_string(), note: "an address slot in no ledger".into(), errno: None };
+        let age = dated(format!("slot:{}", p.display()), None);
+        cands.push((lo, Candidate::Slot(p), age));
+    }
+
+    // Processes first: a killed PID namespace releases the mounts, links and cgroups it held.
+    cands.sort_by_key(|(_, c, _)| match c {
+        Candidate::Process { .. } => 0,
+        Candidate::Mount(_) => 1,
+        Candidate::Link(_) => 2,
+        Candidate::Cgroup(_) => 3,
+        Candidate::Slot(_) => 4,
+    });
+    // Ledgers again, right before acting: anything a tool ledgered since the first read is not ours.
+    let fresh = if dry || cands.is_empty() { None } else { Some(claimed()) };
+    for (mut lo, c, age) in cands {
+        out.found.push(lo.clone());
+        if age < grace {
+            lo.note.push_str(&format!("; unledgered for {age:.0} s, less than the grace period"));
+            out.waiting.push(lo);
+            continue;
+        }
+        if let Some(f) = &fresh {
+            let now_claimed = match &c {
+                Candidate::Process { pidns, .. } => f.pidns.contains(pidns),
+                Candidate::Link(n) => f.links.contains(n) || all_links.iter().any(|l| &l.name == n && peer_claimed(l, &f.links)),
+                Candidate::Mount(p) => f.mounts.contains(p) || f.dirs.iter().any(|d| p.starts_with(d)),
+                Candidate::Cgroup(p) => f.cgroups.contains(p) || p.file_name().is_some_and(|n| f.ids.contains(&*n.to_string_lossy())),
+                Candidate::Slot(p) => f.slots.contains(p),
+            };
+            if now_claimed {
+                continue;
+            }
+        }
+        if dry {
+            out.planned.push(lo);
+            continue;
+        }
+        let r: std::result::Result<String, (String, Option<i32>)> = match &c {
+            Candidate::Process { init_pid, start, .. } => super::kill(*init_pid, *start, true, opts.destroy.kill_wait)
+                .map(|d| d.note().unwrap_or_else(|| "killed with its PID namespace".into()))
+                .map_err(|f| (f.reason, f.errno)),
+            Candidate::Link(n) => match links::delete(n) {
+                Ok(true) => Ok("deleted".into()),
+                Ok(false) => Ok("already gone".into()),
+                Err(e) => Err((format!("link {n}: delete: {e}"), e.raw_os_error())),
+            },
+            Candidate::Mount(p) => match fsops::unmount_tree(p, opts.destroy.busy_wait) {
+                Ok(fsops::Unmounted::Lazy) => Ok("still busy after the retries: detached lazily (MNT_DETACH)".into()),
+                Ok(_) => Ok("unmounted".into()),
+                Err((e, at)) => Err((format!("{}: unmount: {e}", at.display()), e.raw_os_error())),
+            },
+            Candidate::Cgroup(p) => super::remove_cgroup(p, opts.destroy.busy_wait).map(|_| "removed".into()).map_err(|f| (f.reason, f.errno)),
+            Candidate::Slot(p) => match std::fs::remove_file(p) {
+                Ok(()) => Ok("removed".into()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok("already gone".into()),
+                Err(e) => Err((format!("{}: remove: {e}", p.display()), e.raw_os_error())),
+            },
+        };
+        match r {
+            Ok(how) => {
+                lo.note.push_str(&format!("; {how}"));
+                out.removed.push(lo);
+            }
+            Err((why, errno)) => {
+                lo.note.push_str(&format!("; not removed: {why}"));
+                lo.errno = errno;
+                out.left.push(lo);
+            }
+        }
+    }
+    if !dry {
+        // Keys not seen this time are dropped: an object that went away and came back starts over.
+        store_seen(&seen);
+    }
+}
+
+/// Session inits on this machine: (host pid, start time, pid namespace inode, why it is Drums'). A session
+/// init is PID 1 of its namespace and calls itself `drums-init` (comm) or `drums-ns init` (command line);
+/// a restored init keeps both from its source, so the id in the command line is never relied on.
+fn session_inits() -> Vec<(i32, u64, u64, String)> {
+    let me = crate::proc::ns_inode(std::process::id() as i32, "pid").ok();
+    let mut out = vec![];
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let comm = crate::proc::comm(pid);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let why = if comm == INIT_COMM {
+            format!("comm {comm}")
+        } else if cmdline.starts_with(b"drums-ns\0init") {
+            "command line drums-ns init".to_string()
+        } else {
+            continue;
+        };
+        let Ok(ns) = crate::proc::ns_inode(pid, "pid") else { continue };
+        if Some(ns) == me || crate::proc::ns_pid(pid) != Some(1) {
+            continue;
+        }
+        let Some(start) = crate::proc::start_time(pid) else { continue };
+        if matches!(crate::proc::state(pid), Some('Z') | Some('X')) {
+            continue;
+        }
+        out.push((pid, start, ns, why));
+    }
+    out
+}
+
+/// Seconds since a process started, from its start time in clock ticks after boot.
+fn process_age(start_ticks: u64) -> f64 {
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime").ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(0.0);
+    uptime - start_ticks as f64 / hz
 }

@@ -66,7 +66,17 @@ fn main() {
             }
         }
         if dirs.is_empty() {
-            return Err(Error::NotImplemented("drums-sweep orphan sweep".into()));
+            let rep = destroy::sweep::sweep(&destroy::sweep::SweepOptions {
+                destroy: opts,
+                older_than: Duration::from_secs(a.older_than),
+                ttl: a.ttl,
+            })?;
+            drums::cli::emit(&rep)?;
+            if rep.left > 0 {
+                let what = if a.dry_run { "would be removed" } else { "could not be removed (see the report)" };
+                return Err(Error::CheckFailed(format!("{} thing(s) {what}", rep.left)));
+            }
+            return Ok(());
         }
         let _lock = destroy::sweep::lock(false, !a.dry_run)?;
         let mut left = 0;
