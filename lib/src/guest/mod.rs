@@ -1,1 +1,100 @@
-//! (being written)
+//! drums-guest: OSWorld's guest HTTP protocol (its `desktop_env/server/main.py`, Linux behaviour), served
+//! from inside a session so that an unchanged OSWorld client works against a Drums session. The
+//! endpoints, their shapes and every difference from OSWorld's server are in drums-guest(1).
+//!
+//! All state lives in the process (no host paths, no descriptors onto host files) and the listener is on
+//! 0.0.0.0, so a CRIU restore with a re-addressed eth0 keeps serving.
+
+mod a11y;
+mod exec;
+mod files;
+mod handlers;
+mod rng;
+pub mod user;
+mod x11;
+
+pub use exec::shlex_split;
+
+use crate::error::{Error, Result};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// What `drums-guest` was told on its command line.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// The X display, `:N`.
+    pub display: String,
+    /// The desktop user commands run as and files belong to.
+    pub user: String,
+}
+
+/// Shared by every request.
+pub struct Guest {
+    pub acct: user::Account,
+    pub display: String,
+    pub rng: rng::GuestRng,
+}
+
+fn log(msg: &str) {
+    use std::io::Write;
+    let t = crate::state::now();
+    let _ = writeln!(std::io::stderr().lock(), "drums-guest: {t:.3} {msg}");
+}
+
+/// Serve until SIGTERM or SIGINT. SIGUSR1 reseeds the guest's generator (see `rng`).
+pub fn serve(cfg: Config) -> Result<()> {
+    let acct = user::Account::lookup(&cfg.user)?;
+    if acct.is_other() && unsafe { libc::geteuid() } != 0 {
+        return Err(Error::env(format!("running as uid {} cannot act as `{}` (uid {}): start drums-guest as root or as that user", unsafe { libc::geteuid() }, acct.name, acct.uid)));
+    }
+    let guest = Arc::new(Guest { acct, display: cfg.display.clone(), rng: rng::GuestRng::from_kernel() });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed(format!("start the async runtime: {e}")))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|e| Error::env(format!("listen on {}: {e}", cfg.listen)))?;
+        let bound = listener.local_addr().map_err(|e| Error::failed(format!("local address: {e}")))?;
+        let (g, f) = guest.rng.status();
+        log(&format!(
+            "listening on http://{bound} display {} user {} (uid {}) rng generation {g} fingerprint {f}",
+            guest.display, guest.acct.name, guest.acct.uid
+        ));
+        spawn_reseeder(guest.clone())?;
+        let app = handlers::router(guest.clone());
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown())
+            .await
+            .map_err(|e| Error::failed(format!("serve on {bound}: {e}")))?;
+        log("stopped");
+        Ok(())
+    })
+}
+
+fn spawn_reseeder(guest: Arc<Guest>) -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut usr1 = signal(SignalKind::user_defined1()).map_err(|e| Error::failed(format!("install the SIGUSR1 handler: {e}")))?;
+    tokio::spawn(async move {
+        while usr1.recv().await.is_some() {
+            let (g, f) = guest.rng.reseed();
+            log(&format!("SIGUSR1: rng reseeded from the kernel, generation {g} fingerprint {f}"));
+        }
+    });
+    Ok(())
+}
+
+async fn shutdown() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        // Without the handlers the default actions still end the process.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => log("SIGTERM: stopping"),
+        _ = int.recv() => log("SIGINT: stopping"),
+    }
+}

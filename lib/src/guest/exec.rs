@@ -1,0 +1,261 @@
+//! Running what a harness sends: OSWorld's command forms (a list, or a string split like Python's
+//! `shlex.split`, or a shell string), as the desktop user, with a deadline.
+
+use super::user::Account;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+
+/// What a child produced. `code` follows Python's `returncode`: the exit status, or minus the signal
+/// that killed it.
+#[derive(Debug)]
+pub struct Outcome {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub code: i32,
+}
+
+#[derive(Debug)]
+pub enum RunError {
+    /// The program could not be started (Python's FileNotFoundError and friends); the text is the errno's.
+    Spawn(std::io::Error),
+    /// The deadline passed; the child's process group was killed.
+    Timeout,
+}
+
+/// How a child is started.
+pub struct Spec<'a> {
+    pub argv: Vec<String>,
+    pub acct: &'a Account,
+    pub display: &'a str,
+    pub cwd: Option<PathBuf>,
+    /// Send stderr into the stdout pipe (the bash-script endpoint merges them).
+    pub merge_stderr: bool,
+    pub timeout: Duration,
+}
+
+/// Once the direct child has exited, how long to keep reading from pipes a background grandchild may hold
+/// open. Python's `subprocess.run` waits for end-of-file until its timeout; answering sooner keeps
+/// `cmd &` from costing the whole 120 s.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+
+/// Split a command string as Python's `shlex.split` does (POSIX mode, comments off).
+pub fn shlex_split(s: &str) -> Result<Vec<String>, String> {
+    let mut out = vec![];
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    out.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => cur.push(c),
+                        None => return Err("No closing quotation".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => cur.push(c),
+                            Some(c) => {
+                                cur.push('\\');
+                                cur.push(c);
+                            }
+                            None => return Err("No closing quotation".into()),
+                        },
+                        Some(c) => cur.push(c),
+                        None => return Err("No closing quotation".into()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some(c) => cur.push(c),
+                    None => return Err("No escaped character".into()),
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+/// The environment a child gets: the guest's own (D-Bus and AT-SPI addresses set by drums-desktop), with
+/// the user's identity and the session's display.
+fn child_env(acct: &Account, display: &str) -> Vec<(String, String)> {
+    vec![
+        ("HOME".into(), acct.home.display().to_string()),
+        ("USER".into(), acct.name.clone()),
+        ("LOGNAME".into(), acct.name.clone()),
+        ("SHELL".into(), acct.shell.clone()),
+        ("DISPLAY".into(), display.to_string()),
+    ]
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = std::io::pipe()?;
+    Ok((r.into(), w.into()))
+}
+
+/// A command ready to spawn as the account, in its own process group (so a deadline can kill all of it).
+fn command(argv: &[String], acct: &Account, display: &str, cwd: Option<PathBuf>, new_session: bool) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(Stdio::null());
+    for (k, v) in child_env(acct, display) {
+        cmd.env(k, v);
+    }
+    // The guest's XDG_RUNTIME_DIR is root's (mode 0700): a program of another user would only fail on it.
+    if acct.is_other() {
+        cmd.env_remove("XDG_RUNTIME_DIR");
+    }
+    let dir = cwd.unwrap_or_else(|| acct.home.clone());
+    cmd.current_dir(if dir.is_dir() { dir } else { PathBuf::from("/") });
+    let switch = acct.is_other();
+    let (uid, gid) = (acct.uid, acct.gid);
+    let groups: Vec<libc::gid_t> = acct.groups.clone();
+    // The groups were read from the session's /etc/group before forking: between fork and exec the child
+    // only makes system calls (no NSS lookups, no allocation).
+    unsafe {
+        cmd.pre_exec(move || {
+            if new_session {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::setpgid(0, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if switch {
+                if libc::setgroups(groups.len(), groups.as_ptr()) < 0
+                    || libc::setgid(gid) < 0
+                    || libc::setuid(uid) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+type Shared = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
+
+/// Read a pipe to its end into a buffer shared with the caller, who may stop waiting and keep what came.
+async fn read_all(fd: OwnedFd, into: Shared) {
+    if let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
+        let mut chunk = [0u8; 16384];
+        loop {
+            match rx.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => into.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+}
+
+fn code_of(st: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    st.code().unwrap_or_else(|| -st.signal().unwrap_or(0))
+}
+
+/// Run to completion (or the deadline) and collect the output.
+pub async fn run(spec: Spec<'_>) -> Result<Outcome, RunError> {
+    let (out_r, out_w) = pipe().map_err(RunError::Spawn)?;
+    let (err_r, err_w) = if spec.merge_stderr {
+        (None, out_w.try_clone().map_err(RunError::Spawn)?)
+    } else {
+        let (r, w) = pipe().map_err(RunError::Spawn)?;
+        (Some(r), w)
+    };
+    let mut cmd = command(&spec.argv, spec.acct, spec.display, spec.cwd, false);
+    cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
+    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    // The Command holds the write ends: drop it, or end-of-file never comes.
+    drop(cmd);
+    let pgid = child.id().map(|p| p as i32);
+
+    let (out_buf, err_buf) = (Shared::default(), Shared::default());
+    let out_task = tokio::spawn(read_all(out_r, out_buf.clone()));
+    let err_task = err_r.map(|r| tokio::spawn(read_all(r, err_buf.clone())));
+    let deadline = tokio::time::Instant::now() + spec.timeout;
+
+    let status = match tokio::time::timeout_at(deadline, child.wait()).await {
+        Ok(Ok(st)) => st,
+        Ok(Err(e)) => return Err(RunError::Spawn(e)),
+        Err(_) => {
+            kill_group(pgid);
+            let _ = child.wait().await;
+            return Err(RunError::Timeout);
+        }
+    };
+    let drain = std::cmp::min(deadline, tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
+    finish(out_task, drain).await;
+    if let Some(t) = err_task {
+        finish(t, drain).await;
+    }
+    let take = |b: Shared| std::mem::take(&mut *b.lock().unwrap_or_else(|p| p.into_inner()));
+    Ok(Outcome { stdout: take(out_buf), stderr: take(err_buf), code: code_of(status) })
+}
+
+/// Wait for a reader until `until`; past it a grandchild still holds the pipe, and the answer goes out
+/// with what was read so far (the grandchild lives on, its later output unread).
+async fn finish(mut t: tokio::task::JoinHandle<()>, until: tokio::time::Instant) {
+    if tokio::time::timeout_at(until, &mut t).await.is_err() {
+        t.abort();
+    }
+}
+
+fn kill_group(pgid: Option<i32>) {
+    if let Some(p) = pgid.filter(|p| *p > 0) {
+        unsafe {
+            libc::kill(-p, libc::SIGKILL);
+        }
+    }
+}
+
+/// Start a program and leave it running, detached in its own session, output on the guest's log.
+pub fn launch(argv: &[String], acct: &Account, display: &str) -> std::io::Result<u32> {
+    let mut cmd = command(argv, acct, display, None, true);
+    cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
+    let child = cmd.spawn()?;
+    // Dropping a tokio Child leaves the process running; tokio reaps it when it exits.
+    Ok(child.id().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shlex_split;
+
+    #[test]
+    fn splits_like_python_shlex() {
+        let v = |s: &str| shlex_split(s).unwrap();
+        assert_eq!(v("python -c \"import pyautogui; pyautogui.click(960, 540)\""), ["python", "-c", "import pyautogui; pyautogui.click(960, 540)"]);
+        assert_eq!(v("  a   'b c'd \\ e  "), ["a", "b cd", " e"]);
+        assert_eq!(v(r#""a\"b\n" ''"#), [r#"a"b\n"#, ""]);
+        assert_eq!(v(""), Vec::<String>::new());
+        assert!(shlex_split("'open").is_err());
+        assert!(shlex_split("x\\").is_err());
+    }
+}

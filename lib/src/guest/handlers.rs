@@ -1,0 +1,777 @@
+//! The endpoints. Each answers with the method, status code and body shape of OSWorld's server; where
+//! OSWorld would crash on a bad request (a 500 from an exception), the guest answers 400 and says why.
+
+use super::exec::{self, RunError, Spec};
+use super::{files, x11, Guest};
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, Multipart, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type G = State<Arc<Guest>>;
+
+/// OSWorld's timeouts: /execute 120 s, /run_python 30 s, /run_bash_script 100 s unless asked, /setup/open_file 1800 s.
+const EXECUTE_TIMEOUT: Duration = Duration::from_secs(120);
+const PYTHON_TIMEOUT: Duration = Duration::from_secs(30);
+const BASH_DEFAULT_TIMEOUT: f64 = 100.0;
+const OPEN_DEFAULT_TIMEOUT: f64 = 1800.0;
+/// Request bodies other than uploads are JSON or a form: a bound keeps a hostile body from filling memory.
+const BODY_LIMIT: usize = 64 << 20;
+
+pub fn router(g: Arc<Guest>) -> Router {
+    Router::new()
+        .route("/execute", post(execute))
+        .route("/setup/execute", post(execute))
+        .route("/setup/launch", post(launch))
+        .route("/screenshot", get(screenshot))
+        .route("/platform", get(platform))
+        .route("/screen_size", post(screen_size))
+        .route("/cursor_position", get(cursor_position))
+        .route("/terminal", get(terminal))
+        .route("/accessibility", get(accessibility))
+        .route("/desktop_path", get(desktop_path).post(desktop_path))
+        .route("/list_directory", post(list_directory))
+        .route("/file", post(file))
+        .route("/setup/upload", post(upload).layer(axum::extract::DefaultBodyLimit::disable()))
+        .route("/setup/open_file", post(open_file))
+        .route("/setup/activate_window", post(activate_window))
+        .route("/setup/close_window", post(close_window))
+        .route("/run_python", post(run_python))
+        .route("/run_bash_script", post(run_bash_script))
+        .route("/drums/rng", get(rng_status))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn(access_log))
+        .with_state(g)
+}
+
+async fn access_log(req: Request, next: axum::middleware::Next) -> Response {
+    let (m, p) = (req.method().clone(), req.uri().path().to_string());
+    let t0 = Instant::now();
+    let resp = next.run(req).await;
+    super::log(&format!("{m} {p} {} {:.0}ms", resp.status().as_u16(), t0.elapsed().as_secs_f64() * 1e3));
+    resp
+}
+
+// ---- answers ---------------------------------------------------------------------------------------
+
+/// Flask's `return "text"`: text/html.
+fn text(code: u16, s: impl Into<String>) -> Response {
+    let mut r = (StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), s.into()).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    r
+}
+
+fn json_at(code: u16, v: Value) -> Response {
+    (StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(v)).into_response()
+}
+
+fn bad(msg: impl Into<String>) -> Response {
+    json_at(400, json!({"status": "error", "message": msg.into()}))
+}
+
+fn html_error(code: u16, title: &str, detail: &str) -> Response {
+    text(code, format!("<!doctype html>\n<html lang=en>\n<title>{code} {title}</title>\n<h1>{title}</h1>\n<p>{detail}</p>\n"))
+}
+
+async fn not_found() -> Response {
+    html_error(404, "Not Found", "No such endpoint on this guest server (see drums-guest(1) for the list).")
+}
+
+async fn method_not_allowed() -> Response {
+    html_error(405, "Method Not Allowed", "This endpoint does not take this method (see drums-guest(1)).")
+}
+
+// ---- request bodies ----------------------------------------------------------------------------------
+
+/// The body as a JSON object, whatever the Content-Type says (OSWorld's clients always send JSON).
+fn json_object(body: &Bytes) -> Result<Map<String, Value>, Response> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(bad("request body is empty: a JSON object is expected"));
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(other) => Err(bad(format!("request body is JSON {}, not an object", kind(&other)))),
+        Err(e) => Err(bad(format!("request body is not JSON: {e}"))),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn opt_bool(m: &Map<String, Value>, k: &str) -> Result<bool, Response> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(bad(format!("field `{k}` must be a boolean, got {}", kind(v)))),
+    }
+}
+
+fn opt_str<'a>(m: &'a Map<String, Value>, k: &str) -> Result<Option<&'a str>, Response> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(v) => Err(bad(format!("field `{k}` must be a string, got {}", kind(v)))),
+    }
+}
+
+fn opt_number(m: &Map<String, Value>, k: &str, default: f64) -> Result<f64, Response> {
+    let v = match m.get(k) {
+        None | Some(Value::Null) => return Ok(default),
+        Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+        // OSWorld's open_file takes float(timeout_seconds), so a numeric string is a number there.
+        Some(Value::String(s)) => s.trim().parse().map_err(|_| bad(format!("field `{k}` must be a number, got {s:?}")))?,
+        Some(v) => return Err(bad(format!("field `{k}` must be a number, got {}", kind(v)))),
+    };
+    if !v.is_finite() || v <= 0.0 || v > 86400.0 {
+        return Err(bad(format!("field `{k}` must be a number of seconds in (0, 86400], got {v}")));
+    }
+    Ok(v)
+}
+
+/// OSWorld's command forms: `command` a list or a string, `shell` a boolean. Without a shell a string is
+/// split like `shlex.split`; list items starting with `~/` are expanded to the user's home (a shell
+/// string is left to the shell). Returns the argv and the command as OSWorld would print it.
+fn parse_command(g: &Guest, m: &Map<String, Value>) -> Result<(Vec<String>, String), Response> {
+    let shell = opt_bool(m, "shell")?;
+    let (given_list, mut items) = match m.get("command") {
+        None | Some(Value::Null) => (!shell, vec![]),
+        Some(Value::String(s)) if shell => (false, vec![s.clone()]),
+        Some(Value::String(s)) => (false, exec::shlex_split(s).map_err(|e| bad(format!("field `command`: {e}")))?),
+        Some(Value::Array(a)) => {
+            let mut v = vec![];
+            for (i, x) in a.iter().enumerate() {
+                match x {
+                    Value::String(s) => v.push(s.clone()),
+                    other => return Err(bad(format!("field `command`: item {i} must be a string, got {}", kind(other)))),
+                }
+            }
+            (true, v)
+        }
+        Some(v) => return Err(bad(format!("field `command` must be a list of strings or a string, got {}", kind(v)))),
+    };
+    if items.is_empty() {
+        return Err(bad("field `command` is empty: nothing to run"));
+    }
+    if given_list || !shell {
+        for a in items.iter_mut() {
+            if a.starts_with("~/") {
+                *a = g.acct.expand_tilde(a);
+            }
+        }
+    }
+    let shown = if shell && !given_list { items[0].clone() } else if shell { py_list(&items) } else { items.join(" ") };
+    let argv = if shell {
+        let mut v = vec!["/bin/sh".to_string(), "-c".to_string()];
+        v.extend(items);
+        v
+    } else {
+        items
+    };
+    Ok((argv, shown))
+}
+
+/// A list of strings as Python prints it, for messages that quote a command the way OSWorld's do.
+fn py_list(items: &[String]) -> String {
+    let q: Vec<String> = items.iter().map(|s| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))).collect();
+    format!("[{}]", q.join(", "))
+}
+
+/// Python's text for an OSError, which OSWorld returns as the message.
+fn os_error_text(e: &std::io::Error, program: &str) -> String {
+    match e.raw_os_error() {
+        Some(n) => format!("[Errno {n}] {}: '{program}'", strerror(n)),
+        None => e.to_string(),
+    }
+}
+
+fn strerror(n: i32) -> String {
+    let s = std::io::Error::from_raw_os_error(n).to_string();
+    // Rust appends " (os error N)"; Python does not.
+    s.rsplit_once(" (os error").map(|(a, _)| a.to_string()).unwrap_or(s)
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+// ---- commands ----------------------------------------------------------------------------------------
+
+async fn execute(State(g): G, body: Bytes) -> Response {
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let (argv, shown) = match parse_command(&g, &m) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let program = argv[0].clone();
+    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: EXECUTE_TIMEOUT };
+    match exec::run(spec).await {
+        Ok(o) => json_at(200, json!({"status": "success", "output": lossy(&o.stdout), "error": lossy(&o.stderr), "returncode": o.code})),
+        Err(RunError::Spawn(e)) => json_at(500, json!({"status": "error", "message": os_error_text(&e, &program)})),
+        Err(RunError::Timeout) => json_at(
+            500,
+            json!({"status": "error", "message": format!("Command '{shown}' timed out after {} seconds", EXECUTE_TIMEOUT.as_secs())}),
+        ),
+    }
+}
+
+async fn launch(State(g): G, body: Bytes) -> Response {
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let (argv, shown) = match parse_command(&g, &m) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    match exec::launch(&argv, &g.acct, &g.display) {
+        Ok(pid) => {
+            super::log(&format!("launched pid {pid}: {shown}"));
+            text(200, format!("{shown} launched successfully"))
+        }
+        Err(e) => json_at(500, json!({"status": "error", "message": os_error_text(&e, &argv[0])})),
+    }
+}
+
+/// Write a temporary file for a script, as the user, in the session's /tmp.
+async fn script_file(g: &Arc<Guest>, prefix: &str, suffix: &str, content: String) -> Result<PathBuf, String> {
+    let path = PathBuf::from(format!("/tmp/{prefix}{}{suffix}", g.rng.hex(16)));
+    let (g2, p2) = (g.clone(), path.clone());
+    tokio::task::spawn_blocking(move || {
+        super::user::with_fs_identity(&g2.acct, || {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o700).open(&p2)?;
+            f.write_all(content.as_bytes())
+        })
+    })
+    .await
+    .map_err(|e| format!("{}: {e}", path.display()))?
+    .map_err(|e| format!("{}: write: {e}", path.display()))?;
+    Ok(path)
+}
+
+async fn remove_file(g: &Arc<Guest>, p: PathBuf) {
+    let g2 = g.clone();
+    let _ = tokio::task::spawn_blocking(move || files::remove_as(&g2.acct, &p)).await;
+}
+
+async fn run_python(State(g): G, body: Bytes) -> Response {
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let code = match opt_str(&m, "code") {
+        Ok(Some(c)) if !c.is_empty() => c.to_string(),
+        Ok(_) => return json_at(400, json!({"status": "error", "message": "Code not supplied!"})),
+        Err(r) => return r,
+    };
+    let path = match script_file(&g, "python_exec_", ".py", code).await {
+        Ok(p) => p,
+        Err(e) => return json_at(500, json!({"status": "error", "message": format!("Execution error: {e}"), "error": e, "need_more": false, "output": null})),
+    };
+    let spec = Spec {
+        argv: vec!["/usr/bin/python3".into(), path.display().to_string()],
+        acct: &g.acct,
+        display: &g.display,
+        cwd: None,
+        merge_stderr: false,
+        timeout: PYTHON_TIMEOUT,
+    };
+    let r = exec::run(spec).await;
+    remove_file(&g, path).await;
+    match r {
+        Ok(o) => {
+            let (output, mut error) = (lossy(&o.stdout), lossy(&o.stderr));
+            let mut message = output.clone();
+            if !error.is_empty() {
+                message = if output.is_empty() { error.clone() } else { format!("{output}\n{error}") };
+            }
+            let status = if o.code != 0 {
+                if error.is_empty() {
+                    error = format!("Process exited with code {}", o.code);
+                    message = if message.is_empty() { error.clone() } else { format!("{message}\n{error}") };
+                }
+                "error"
+            } else {
+                "success"
+            };
+            json_at(200, json!({"status": status, "message": message, "need_more": false, "output": output, "error": error, "return_code": o.code}))
+        }
+        Err(RunError::Timeout) => json_at(
+            500,
+            json!({"status": "error", "message": "Execution timeout: Code took too long to execute", "error": "TimeoutExpired", "need_more": false, "output": null}),
+        ),
+        Err(RunError::Spawn(e)) => {
+            let t = os_error_text(&e, "/usr/bin/python3");
+            json_at(500, json!({"status": "error", "message": format!("Execution error: {t}"), "error": t, "need_more": false, "output": null}))
+        }
+    }
+}
+
+async fn run_bash_script(State(g): G, body: Bytes) -> Response {
+    let fail = |code: u16, out: String| json_at(code, json!({"status": "error", "output": out, "error": "", "returncode": -1}));
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let mut script = match opt_str(&m, "script") {
+        Ok(Some(s)) if !s.is_empty() => s.to_string(),
+        Ok(_) => return fail(400, "Script not supplied!".into()),
+        Err(r) => return r,
+    };
+    let timeout = match opt_number(&m, "timeout", BASH_DEFAULT_TIMEOUT) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let cwd = match opt_str(&m, "working_dir") {
+        Ok(Some(d)) if !d.is_empty() => {
+            let d = PathBuf::from(g.acct.expand_tilde(d));
+            let (g2, d2) = (g.clone(), d.clone());
+            let exists = tokio::task::spawn_blocking(move || super::user::with_fs_identity(&g2.acct, || d2.exists())).await.unwrap_or(false);
+            if !exists {
+                return fail(400, format!("Working directory does not exist: {}", d.display()));
+            }
+            Some(d)
+        }
+        Ok(_) => None,
+        Err(r) => return r,
+    };
+    if !script.contains("#!/bin/bash") {
+        script = format!("#!/bin/bash\n\n{script}");
+    }
+    let path = match script_file(&g, "drums_bash_", ".sh", script).await {
+        Ok(p) => p,
+        Err(e) => return fail(500, format!("Failed to execute script: {e}")),
+    };
+    let spec = Spec {
+        argv: vec!["/bin/bash".into(), path.display().to_string()],
+        acct: &g.acct,
+        display: &g.display,
+        cwd,
+        merge_stderr: true,
+        timeout: Duration::from_secs_f64(timeout),
+    };
+    let r = exec::run(spec).await;
+    remove_file(&g, path).await;
+    match r {
+        Ok(o) => json_at(
+            200,
+            json!({"status": if o.code == 0 {"success"} else {"error"}, "output": lossy(&o.stdout), "error": "", "returncode": o.code}),
+        ),
+        Err(RunError::Timeout) => fail(500, format!("Script execution timed out after {} seconds", fmt_secs(timeout))),
+        Err(RunError::Spawn(e)) => fail(500, format!("Failed to execute script: {}", os_error_text(&e, "/bin/bash"))),
+    }
+}
+
+fn fmt_secs(t: f64) -> String {
+    if t.fract() == 0.0 {
+        format!("{}", t as u64)
+    } else {
+        format!("{t}")
+    }
+}
+
+// ---- the display -------------------------------------------------------------------------------------
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Response> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| json_at(500, json!({"status": "error", "message": format!("internal: {e}")})))
+}
+
+async fn screenshot(State(g): G) -> Response {
+    let d = g.display.clone();
+    match blocking(move || x11::screenshot_png(&d)).await {
+        Ok(Ok((png, _, _))) => {
+            let mut r = (StatusCode::OK, png).into_response();
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
+            r
+        }
+        Ok(Err(e)) => json_at(500, json!({"status": "error", "message": e})),
+        Err(r) => r,
+    }
+}
+
+async fn screen_size(State(g): G) -> Response {
+    let d = g.display.clone();
+    match blocking(move || x11::screen_size(&d)).await {
+        Ok(Ok((w, h))) => json_at(200, json!({"width": w, "height": h})),
+        Ok(Err(e)) => json_at(500, json!({"status": "error", "message": e})),
+        Err(r) => r,
+    }
+}
+
+async fn cursor_position(State(g): G) -> Response {
+    let d = g.display.clone();
+    match blocking(move || x11::pointer(&d)).await {
+        Ok(Ok((x, y))) => json_at(200, json!([x, y])),
+        Ok(Err(e)) => json_at(500, json!({"status": "error", "message": e})),
+        Err(r) => r,
+    }
+}
+
+async fn platform() -> Response {
+    text(200, "Linux")
+}
+
+/// OSWorld reads a focused gnome-terminal through AT-SPI; sessions have no gnome-terminal, so the answer
+/// is OSWorld's "no active terminal". Harnesses poll this endpoint to see that the server is up.
+async fn terminal() -> Response {
+    json_at(200, json!({"output": null, "status": "success"}))
+}
+
+async fn accessibility(State(g): G) -> Response {
+    match super::a11y::tree(&g).await {
+        Ok(xml) => json_at(200, json!({"AT": xml})),
+        Err(e) => json_at(500, json!({"status": "error", "message": e})),
+    }
+}
+
+fn window_args(m: &Map<String, Value>) -> Result<(String, bool, bool), Response> {
+    let name = match opt_str(m, "window_name")? {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => return Err(text(400, "window_name required")),
+    };
+    Ok((name, opt_bool(m, "strict")?, opt_bool(m, "by_class")?))
+}
+
+async fn window_endpoint(g: Arc<Guest>, body: Bytes, op: x11::WindowOp, done: &'static str) -> Response {
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let (name, strict, by_class) = match window_args(&m) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let d = g.display.clone();
+    let n2 = name.clone();
+    match blocking(move || x11::window_op(&d, &n2, strict, by_class, op)).await {
+        Ok(Ok(Some(_))) => text(200, done),
+        Ok(Ok(None)) => text(404, format!("Window {name} not found")),
+        Ok(Err(e)) => text(500, e),
+        Err(r) => r,
+    }
+}
+
+async fn activate_window(State(g): G, body: Bytes) -> Response {
+    window_endpoint(g, body, x11::WindowOp::Activate, "Window activated successfully").await
+}
+
+async fn close_window(State(g): G, body: Bytes) -> Response {
+    window_endpoint(g, body, x11::WindowOp::Close, "Window closed successfully.").await
+}
+
+/// Open a file with xdg-open (or start a program named on PATH), then wait for a window whose title holds
+/// the file's name (or `window_name`) and activate it.
+async fn open_file(State(g): G, body: Bytes) -> Response {
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let raw = match opt_str(&m, "path") {
+        Ok(Some(p)) if !p.is_empty() => p.to_string(),
+        Ok(_) => return text(400, "Path not supplied!"),
+        Err(r) => return r,
+    };
+    let window_name = match opt_str(&m, "window_name") {
+        Ok(w) => w.map(str::to_string),
+        Err(r) => return r,
+    };
+    let timeout = match opt_number(&m, "timeout_seconds", OPEN_DEFAULT_TIMEOUT) {
+        Ok(t) => t,
+        Err(_) => return text(400, format!("Invalid timeout_seconds: {}", m.get("timeout_seconds").unwrap_or(&Value::Null))),
+    };
+    let looks_like_path = raw.starts_with('/') || raw.starts_with('~') || raw.starts_with('$');
+    let (argv, candidates) = if looks_like_path {
+        let p = match files::session_path(&g.acct, &raw) {
+            Ok(p) => p,
+            Err(e) => return text(400, e),
+        };
+        let (g2, p2) = (g.clone(), p.clone());
+        let exists = tokio::task::spawn_blocking(move || super::user::with_fs_identity(&g2.acct, || p2.exists())).await.unwrap_or(false);
+        if !exists {
+            return text(404, format!("Application/file not found: {raw}"));
+        }
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem = p.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        (vec!["xdg-open".to_string(), p.display().to_string()], vec![name, stem])
+    } else {
+        if which(&raw).is_none() {
+            return text(404, format!("Application/file not found: {raw}"));
+        }
+        (vec![raw.clone()], vec![raw.clone()])
+    };
+    let candidates: Vec<String> = match window_name {
+        Some(w) if !w.is_empty() => vec![w],
+        _ => candidates.into_iter().filter(|c| !c.is_empty()).collect(),
+    };
+    if let Err(e) = exec::launch(&argv, &g.acct, &g.display) {
+        return text(500, format!("Failed to open {raw}. Error: {}", os_error_text(&e, &argv[0])));
+    }
+    let deadline = Instant::now() + Duration::from_secs_f64(timeout);
+    while Instant::now() < deadline {
+        let d = g.display.clone();
+        let c2 = candidates.clone();
+        let found = blocking(move || -> Result<bool, String> {
+            for w in x11::windows(&d)? {
+                if c2.iter().any(|c| w.title.contains(c.as_str())) {
+                    return x11::window_op(&d, &w.title, true, false, x11::WindowOp::Activate).map(|r| r.is_some());
+                }
+            }
+            Ok(false)
+        })
+        .await;
+        if let Ok(Ok(true)) = found {
+            return text(200, "File opened and window activated successfully");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    text(500, format!("Failed to find window for {} within {} seconds.", py_list(&candidates), fmt_secs(timeout)))
+}
+
+fn which(prog: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let ok = |p: &std::path::Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+    if prog.contains('/') {
+        let p = PathBuf::from(prog);
+        return ok(&p).then_some(p);
+    }
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    path.split(':').map(|d| PathBuf::from(d).join(prog)).find(|p| ok(p))
+}
+
+// ---- files -------------------------------------------------------------------------------------------
+
+async fn desktop_path(State(g): G) -> Response {
+    let p = g.acct.home.join("Desktop");
+    let (g2, p2) = (g.clone(), p.clone());
+    let exists = tokio::task::spawn_blocking(move || super::user::with_fs_identity(&g2.acct, || p2.exists())).await.unwrap_or(false);
+    if exists {
+        json_at(200, json!({"desktop_path": p.display().to_string()}))
+    } else {
+        json_at(404, json!({"error": "Unsupported operating system or desktop path not found"}))
+    }
+}
+
+async fn list_directory(State(g): G, body: Bytes) -> Response {
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let raw = match m.get("path") {
+        None => return json_at(400, json!({"error": "Missing 'path' parameter"})),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => return json_at(400, json!({"error": format!("'path' must be a string, got {}", kind(v))})),
+    };
+    let p = match files::session_path(&g.acct, &raw) {
+        Ok(p) => p,
+        Err(e) => return json_at(400, json!({"error": e})),
+    };
+    let (g2, p2) = (g.clone(), p.clone());
+    let r = blocking(move || if files::is_dir_as(&g2.acct, &p2) { Some(files::tree(&g2.acct, &p2)) } else { None }).await;
+    match r {
+        Ok(Some(t)) => json_at(200, json!({"directory_tree": t})),
+        Ok(None) => json_at(400, json!({"error": "The provided path is not a directory"})),
+        Err(r) => r,
+    }
+}
+
+/// Fields of a form body, urlencoded or multipart (Flask's `request.form` takes both); file parts are skipped.
+async fn form_fields(g: &Arc<Guest>, req: Request) -> Result<Vec<(String, String)>, Response> {
+    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+    if ct.starts_with("multipart/form-data") {
+        let mut mp = Multipart::from_request(req, g).await.map_err(|e| json_at(400, json!({"error": format!("bad multipart body: {e}")})))?;
+        let mut out = vec![];
+        while let Some(f) = mp.next_field().await.map_err(|e| json_at(400, json!({"error": format!("bad multipart body: {e}")})))? {
+            if f.file_name().is_some() {
+                continue;
+            }
+            let name = f.name().unwrap_or("").to_string();
+            let v = f.text().await.map_err(|e| json_at(400, json!({"error": format!("bad multipart field {name}: {e}")})))?;
+            out.push((name, v));
+        }
+        Ok(out)
+    } else {
+        let axum::Form(v) = axum::Form::<Vec<(String, String)>>::from_request(req, g)
+            .await
+            .map_err(|e| json_at(400, json!({"error": format!("bad form body: {}", e.body_text())})))?;
+        Ok(v)
+    }
+}
+
+async fn file(State(g): G, req: Request) -> Response {
+    let fields = match form_fields(&g, req).await {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let Some((_, raw)) = fields.into_iter().find(|(k, _)| k == "file_path") else {
+        return json_at(400, json!({"error": "file_path is required"}));
+    };
+    let p = match files::session_path(&g.acct, &raw) {
+        Ok(p) => p,
+        Err(e) => return json_at(400, json!({"error": e})),
+    };
+    let (g2, p2) = (g.clone(), p.clone());
+    let opened = match blocking(move || files::open_for_send(&g2.acct, &p2)).await {
+        Ok(o) => o,
+        Err(r) => return r,
+    };
+    let (f, len) = match opened {
+        Ok(x) => x,
+        Err((code, msg)) => return json_at(code, json!({"error": msg})),
+    };
+    super::log(&format!("sending {} ({len} bytes)", p.display()));
+    let f = tokio::fs::File::from_std(f);
+    let stream = futures::stream::unfold(f, |mut f| async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0u8; 256 << 10];
+        match f.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<Bytes, std::io::Error>(Bytes::from(buf)), f))
+            }
+            Err(e) => Some((Err(e), f)),
+        }
+    });
+    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut r = Response::new(Body::from_stream(stream));
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(files::mime_of(&p)));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    if let Ok(v) = HeaderValue::from_str(&content_disposition(&name)) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    r
+}
+
+/// `attachment; filename=...`, with RFC 5987 `filename*` for names that are not plain ASCII.
+fn content_disposition(name: &str) -> String {
+    let plain = name.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\' || b == b' ');
+    if plain {
+        format!("attachment; filename=\"{name}\"")
+    } else {
+        let enc: String = name
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+            .collect();
+        format!("attachment; filename*=UTF-8''{enc}")
+    }
+}
+
+async fn upload(State(g): G, req: Request) -> Response {
+    let need = || json_at(400, json!({"error": "file_path and file_data are required"}));
+    let mut mp = match Multipart::from_request(req, &g).await {
+        Ok(m) => m,
+        Err(_) => return need(),
+    };
+    let mut path: Option<PathBuf> = None;
+    // file_data before file_path (a client may order the parts either way) is held in memory until the
+    // path is known; in the usual order it streams straight to the file.
+    let mut held: Option<Vec<u8>> = None;
+    let mut written: Option<(PathBuf, u64)> = None;
+    loop {
+        let field = match mp.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => return json_at(400, json!({"error": format!("bad multipart body: {e}")})),
+        };
+        match field.name().unwrap_or("") {
+            "file_path" if path.is_none() => {
+                let raw = match field.text().await {
+                    Ok(t) => t,
+                    Err(e) => return json_at(400, json!({"error": format!("bad multipart field file_path: {e}")})),
+                };
+                match files::session_path(&g.acct, &raw) {
+                    Ok(p) => path = Some(p),
+                    Err(e) => return json_at(400, json!({"error": e})),
+                }
+                if let (Some(p), Some(data)) = (&path, held.take()) {
+                    match write_upload(&g, p, UploadSource::Held(data)).await {
+                        Ok(n) => written = Some((p.clone(), n)),
+                        Err(e) => return json_at(500, json!({"error": format!("Failed to upload file: {e}")})),
+                    }
+                }
+            }
+            "file_data" if written.is_none() && held.is_none() => match &path {
+                Some(p) => match write_upload(&g, p, UploadSource::Field(field)).await {
+                    Ok(n) => written = Some((p.clone(), n)),
+                    Err(e) => return json_at(500, json!({"error": format!("Failed to upload file: {e}")})),
+                },
+                None => match field.bytes().await {
+                    Ok(b) => held = Some(b.to_vec()),
+                    Err(e) => return json_at(400, json!({"error": format!("bad multipart field file_data: {e}")})),
+                },
+            },
+            _ => {}
+        }
+    }
+    match written {
+        Some((p, n)) => {
+            super::log(&format!("uploaded {} ({n} bytes)", p.display()));
+            text(200, format!("File Uploaded: {n} bytes"))
+        }
+        None => need(),
+    }
+}
+
+enum UploadSource<'a> {
+    Held(Vec<u8>),
+    Field(axum::extract::multipart::Field<'a>),
+}
+
+async fn write_upload(g: &Arc<Guest>, p: &std::path::Path, src: UploadSource<'_>) -> Result<u64, String> {
+    use tokio::io::AsyncWriteExt;
+    let (g2, p2) = (g.clone(), p.to_path_buf());
+    let f = tokio::task::spawn_blocking(move || files::create_for_upload(&g2.acct, &p2)).await.map_err(|e| e.to_string())??;
+    let mut f = tokio::fs::File::from_std(f);
+    let mut n = 0u64;
+    let res: Result<(), String> = async {
+        match src {
+            UploadSource::Held(data) => {
+                f.write_all(&data).await.map_err(|e| format!("{}: write: {e}", p.display()))?;
+                n = data.len() as u64;
+            }
+            UploadSource::Field(mut field) => {
+                while let Some(chunk) = field.chunk().await.map_err(|e| format!("reading the upload: {e}"))? {
+                    f.write_all(&chunk).await.map_err(|e| format!("{}: write: {e}", p.display()))?;
+                    n += chunk.len() as u64;
+                }
+            }
+        }
+        f.flush().await.map_err(|e| format!("{}: write: {e}", p.display()))?;
+        f.sync_all().await.map_err(|e| format!("{}: fsync: {e}", p.display()))
+    }
+    .await;
+    if let Err(e) = res {
+        // Like OSWorld: a partial upload does not stay behind.
+        remove_file(g, p.to_path_buf()).await;
+        return Err(e);
+    }
+    Ok(n)
+}
+
+// ---- Drums' own --------------------------------------------------------------------------------------
+
+async fn rng_status(State(g): G) -> Response {
+    let (generation, fingerprint) = g.rng.status();
+    json_at(200, json!({"generation": generation, "fingerprint": fingerprint, "pid": std::process::id()}))
+}

@@ -1,0 +1,333 @@
+//! drums-guest on the host, against a real Xvfb and openbox, over real HTTP: OSWorld's endpoints and their
+//! shapes, commands run as the desktop user, files, windows, malformed requests, and the RNG reseed.
+//! (The e0df059f task through a real session is in guest_session.rs.)
+
+#[path = "guest_common.rs"]
+mod common;
+use common::*;
+use serde_json::json;
+use std::os::unix::fs::MetadataExt;
+
+fn tmpdir(tag: &str) -> std::path::PathBuf {
+    let d = std::path::PathBuf::from(format!("/tmp/drums-guest-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    // World-writable so the desktop user (nobody) may write into it.
+    std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    d
+}
+
+#[test]
+fn execute_runs_osworld_command_forms_as_the_user() {
+    let d = Desktop::start("nobody", 800, 600);
+    for path in ["/execute", "/setup/execute"] {
+        let r = post_json(d.addr, path, &json!({"command": ["sh", "-c", "echo out; echo err >&2; exit 3"]}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json(), json!({"status": "success", "output": "out\n", "error": "err\n", "returncode": 3}));
+    }
+    // Who runs it, with which home, and `~/` expanded in list items (not inside a shell string).
+    let r = post_json(d.addr, "/execute", &json!({"command": ["sh", "-c", "id -un; echo $HOME; echo $DISPLAY; echo \"$0\"", "~/x"]}));
+    let home = drums::guest::user::Account::lookup("nobody").unwrap().home;
+    assert_eq!(r.json()["output"], format!("nobody\n{}\n{}\n{}/x\n", home.display(), d.display, home.display()));
+    // A string without shell is split like Python's shlex.split.
+    let r = post_json(d.addr, "/execute", &json!({"command": "printf '%s|' 'a b' \"c\\\"d\" e", "shell": false}));
+    assert_eq!(r.json()["output"], "a b|c\"d|e|");
+    // A shell string; a command list with shell=true runs the first item as the script.
+    let r = post_json(d.addr, "/execute", &json!({"command": "echo $((6*7)) | tr 4 X", "shell": true}));
+    assert_eq!(r.json()["output"], "X2\n");
+    let r = post_json(d.addr, "/execute", &json!({"command": ["echo \"$0\"", "~/y"], "shell": true}));
+    assert_eq!(r.json()["output"], format!("{}/y\n", home.display()));
+    // Killed by a signal: Python's negative return code.
+    let r = post_json(d.addr, "/execute", &json!({"command": "kill -9 $$", "shell": true}));
+    assert_eq!(r.json()["returncode"], -9);
+    // A program that does not exist: OSWorld's 500 with Python's error text.
+    let r = post_json(d.addr, "/execute", &json!({"command": ["no-such-program-drums"]}));
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json()["status"], "error");
+    assert!(r.json()["message"].as_str().unwrap().starts_with("[Errno 2] No such file or directory"), "{}", r.text());
+    // A background child holding the output pipe does not hold the answer for the whole timeout.
+    let t0 = std::time::Instant::now();
+    let r = post_json(d.addr, "/execute", &json!({"command": "sleep 30 & echo started", "shell": true}));
+    assert_eq!(r.json()["output"], "started\n");
+    assert!(t0.elapsed().as_secs() < 10, "took {:?}", t0.elapsed());
+}
+
+#[test]
+fn screen_endpoints_answer_with_the_display() {
+    let d = Desktop::start("nobody", 1024, 768);
+    let r = post_json(d.addr, "/screen_size", &json!({}));
+    assert_eq!(r.json(), json!({"width": 1024, "height": 768}));
+    // OSWorld's client posts with no body at all.
+    assert_eq!(request(d.addr, "POST", "/screen_size", None, b"").json(), json!({"width": 1024, "height": 768}));
+    let r = get(d.addr, "/cursor_position");
+    let pos = r.json();
+    assert!(pos.as_array().is_some_and(|a| a.len() == 2), "{pos}");
+    let r = get(d.addr, "/platform");
+    assert_eq!((r.status, r.text().as_str()), (200, "Linux"));
+    let r = get(d.addr, "/terminal");
+    assert_eq!(r.json(), json!({"output": null, "status": "success"}));
+
+    let r = get(d.addr, "/screenshot");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("image/png"));
+    let (w, h, px, bpp) = decode_png(&r.body);
+    assert_eq!((w, h), (1024, 768));
+    // The blank Xvfb root is one colour everywhere except where the cursor is drawn, at the pointer.
+    let (x, y) = (pos[0].as_u64().unwrap() as usize, pos[1].as_u64().unwrap() as usize);
+    let at = |x: usize, y: usize| px[(y * w as usize + x) * bpp..(y * w as usize + x) * bpp + 3].to_vec();
+    let background = at(0, 0);
+    let mut cursor_pixels = 0;
+    for yy in y.saturating_sub(20)..(y + 20).min(h as usize) {
+        for xx in x.saturating_sub(20)..(x + 20).min(w as usize) {
+            if at(xx, yy) != background {
+                cursor_pixels += 1;
+            }
+        }
+    }
+    assert!(cursor_pixels > 10, "no cursor drawn near the pointer ({x},{y}): {cursor_pixels} pixels differ");
+}
+
+#[test]
+fn launch_screenshot_and_windows_with_a_real_browser() {
+    let d = Desktop::start("nobody", 1024, 768);
+    let dir = tmpdir("browser");
+    let page = dir.join("page.html");
+    std::fs::write(&page, "<html><head><title>Drums guest page</title></head><body style='background:#00c000'></body></html>").unwrap();
+    let r = post_json(
+        d.addr,
+        "/setup/launch",
+        &json!({"command": ["chromium", "--no-first-run", "--disable-gpu", "--no-default-browser-check", &format!("--user-data-dir={}/profile", dir.display()), "--window-position=0,0", "--window-size=1024,768", &format!("file://{}", page.display())]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().ends_with(" launched successfully"), "{}", r.text());
+    // The page is green: the screenshot shows the browser once a good part of the screen is green.
+    let mut green = 0.0;
+    let shown = wait_for(60, || {
+        let (w, h, px, bpp) = decode_png(&get(d.addr, "/screenshot").body);
+        assert_eq!((w, h), (1024, 768));
+        let n = px.chunks(bpp).filter(|p| p[0] < 40 && p[1] > 150 && p[2] < 40).count();
+        green = n as f64 / (w * h) as f64;
+        green > 0.3
+    });
+    assert!(shown, "the browser page never covered the screen (green fraction {green:.2}); log:\n{}", d.log_text());
+    // Windows by title, wmctrl's way.
+    let r = post_json(d.addr, "/setup/activate_window", &json!({"window_name": "drums GUEST page"}));
+    assert_eq!((r.status, r.text().as_str()), (200, "Window activated successfully"));
+    let r = post_json(d.addr, "/setup/activate_window", &json!({"window_name": "drums GUEST page", "strict": true}));
+    assert_eq!(r.status, 404, "strict matching is case-sensitive and whole: {}", r.text());
+    let r = post_json(d.addr, "/setup/activate_window", &json!({"window_name": "chromium", "by_class": true}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = post_json(d.addr, "/setup/close_window", &json!({"window_name": "Drums guest page"}));
+    assert_eq!((r.status, r.text().as_str()), (200, "Window closed successfully."));
+    let gone = wait_for(30, || post_json(d.addr, "/setup/activate_window", &json!({"window_name": "Drums guest page"})).status == 404);
+    assert!(gone, "the window was not closed");
+    let _ = post_json(d.addr, "/execute", &json!({"command": "pkill -u nobody chromium; true", "shell": true}));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn files_move_as_the_user() {
+    let d = Desktop::start("nobody", 640, 480);
+    let dir = tmpdir("files");
+    let nobody = drums::guest::user::Account::lookup("nobody").unwrap();
+    // Upload in OSWorld's part order, into directories that do not exist yet.
+    let target = dir.join("a/b/c.bin");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let (ct, body) = multipart(&[("file_path", None, target.to_str().unwrap().as_bytes()), ("file_data", Some("c.bin"), &data)]);
+    let r = request(d.addr, "POST", "/setup/upload", Some(&ct), &body);
+    assert_eq!((r.status, r.text()), (200, format!("File Uploaded: {} bytes", data.len())));
+    assert_eq!(std::fs::read(&target).unwrap(), data);
+    let md = std::fs::metadata(&target).unwrap();
+    assert_eq!(md.uid(), nobody.uid, "the uploaded file belongs to the desktop user");
+    assert_eq!(std::fs::metadata(dir.join("a")).unwrap().uid(), nobody.uid);
+    // The other part order works too.
+    let t2 = dir.join("second.txt");
+    let (ct, body) = multipart(&[("file_data", Some("x.txt"), b"two"), ("file_path", None, t2.to_str().unwrap().as_bytes())]);
+    assert_eq!(request(d.addr, "POST", "/setup/upload", Some(&ct), &body).status, 200);
+    assert_eq!(std::fs::read_to_string(&t2).unwrap(), "two");
+    // Download, as `requests.post(url, data={"file_path": ...})` sends it.
+    let form = format!("file_path={}", target.to_str().unwrap().replace('/', "%2F"));
+    let r = request(d.addr, "POST", "/file", Some("application/x-www-form-urlencoded"), form.as_bytes());
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, data);
+    assert!(r.header("content-disposition").unwrap().contains("c.bin"));
+    let r = request(d.addr, "POST", "/file", Some("application/x-www-form-urlencoded"), format!("file_path={}/nope", dir.display()).as_bytes());
+    assert_eq!((r.status, r.json()), (404, json!({"error": "File not found"})));
+    // The user's permissions apply: root's private file is not the user's to read or overwrite.
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "root only").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let r = request(d.addr, "POST", "/file", Some("application/x-www-form-urlencoded"), format!("file_path={}", secret.display()).as_bytes());
+    assert_eq!(r.status, 403, "{}", r.text());
+    let (ct, body) = multipart(&[("file_path", None, secret.to_str().unwrap().as_bytes()), ("file_data", Some("s"), b"overwritten")]);
+    assert_eq!(request(d.addr, "POST", "/setup/upload", Some(&ct), &body).status, 500);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only");
+    // The directory tree.
+    let r = post_json(d.addr, "/list_directory", &json!({"path": dir.join("a").to_str().unwrap()}));
+    assert_eq!(
+        r.json(),
+        json!({"directory_tree": {"type": "directory", "name": "a", "children": [{"type": "directory", "name": "b", "children": [{"type": "file", "name": "c.bin"}]}]}})
+    );
+    let r = post_json(d.addr, "/list_directory", &json!({"path": target.to_str().unwrap()}));
+    assert_eq!((r.status, r.json()), (400, json!({"error": "The provided path is not a directory"})));
+    // nobody's home has no Desktop: OSWorld's 404.
+    let r = get(d.addr, "/desktop_path");
+    assert_eq!(r.status, 404);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn scripts_run_with_osworld_shapes() {
+    let d = Desktop::start("nobody", 640, 480);
+    let r = post_json(d.addr, "/run_python", &json!({"code": "import os, sys\nprint(os.getuid())\nprint('bad', file=sys.stderr)"}));
+    let uid = drums::guest::user::Account::lookup("nobody").unwrap().uid;
+    assert_eq!(
+        r.json(),
+        json!({"status": "success", "message": format!("{uid}\n\nbad\n"), "need_more": false, "output": format!("{uid}\n"), "error": "bad\n", "return_code": 0})
+    );
+    let r = post_json(d.addr, "/run_python", &json!({"code": "raise SystemExit(4)"}));
+    assert_eq!((r.json()["status"].clone(), r.json()["return_code"].clone(), r.json()["error"].clone()), (json!("error"), json!(4), json!("Process exited with code 4")));
+    assert_eq!(post_json(d.addr, "/run_python", &json!({})).json(), json!({"status": "error", "message": "Code not supplied!"}));
+    let dir = tmpdir("bash");
+    let r = post_json(d.addr, "/run_bash_script", &json!({"script": "echo out; echo err >&2; pwd; exit 2", "working_dir": dir.to_str().unwrap()}));
+    assert_eq!(r.json(), json!({"status": "error", "output": format!("out\nerr\n{}\n", dir.display()), "error": "", "returncode": 2}));
+    let r = post_json(d.addr, "/run_bash_script", &json!({"script": "sleep 20", "timeout": 1}));
+    assert_eq!((r.status, r.json()), (500, json!({"status": "error", "output": "Script execution timed out after 1 seconds", "error": "", "returncode": -1})));
+    let r = post_json(d.addr, "/run_bash_script", &json!({"script": "true", "working_dir": "/no/such/dir"}));
+    assert_eq!(r.status, 400);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A batch of malformed requests: each gets a 4xx answer naming the problem, and the server keeps serving.
+#[test]
+fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
+    let mut d = Desktop::start("nobody", 640, 480);
+    let a = d.addr;
+    let j = "application/json";
+    let cases: Vec<(&str, &str, Option<&str>, Vec<u8>)> = vec![
+        ("POST", "/execute", None, b"".to_vec()),
+        ("POST", "/execute", Some(j), b"{not json".to_vec()),
+        ("POST", "/execute", Some(j), b"[1, 2]".to_vec()),
+        ("POST", "/execute", Some(j), b"\"a string\"".to_vec()),
+        ("POST", "/execute", Some(j), br#"{"command": 42}"#.to_vec()),
+        ("POST", "/execute", Some(j), br#"{"command": ["ls", 3]}"#.to_vec()),
+        ("POST", "/execute", Some(j), br#"{"command": ["ls"], "shell": "yes"}"#.to_vec()),
+        ("POST", "/execute", Some(j), br#"{"command": []}"#.to_vec()),
+        ("POST", "/execute", Some(j), br#"{"command": "echo 'unclosed"}"#.to_vec()),
+        ("POST", "/setup/execute", Some(j), vec![0xff, 0xfe, 0x00]),
+        ("POST", "/setup/launch", Some(j), br#"{"command": {"a": 1}}"#.to_vec()),
+        ("POST", "/run_python", Some(j), br#"{"code": 12}"#.to_vec()),
+        ("POST", "/run_bash_script", Some(j), br#"{"script": "true", "timeout": "soon"}"#.to_vec()),
+        ("POST", "/run_bash_script", Some(j), br#"{"script": "true", "timeout": -5}"#.to_vec()),
+        ("POST", "/list_directory", Some(j), br#"{}"#.to_vec()),
+        ("POST", "/list_directory", Some(j), br#"{"path": ["x"]}"#.to_vec()),
+        ("POST", "/list_directory", Some(j), br#"{"path": "/proc/1/root"}"#.to_vec()),
+        ("POST", "/list_directory", Some(j), br#"{"path": "relative/dir"}"#.to_vec()),
+        ("POST", "/file", Some("application/x-www-form-urlencoded"), b"other=1".to_vec()),
+        ("POST", "/file", Some("application/x-www-form-urlencoded"), b"file_path=/proc/self/environ".to_vec()),
+        ("POST", "/file", Some("application/x-www-form-urlencoded"), b"file_path=/tmp/../sys/kernel/notes".to_vec()),
+        ("POST", "/file", Some("application/x-www-form-urlencoded"), b"file_path=etc/passwd".to_vec()),
+        ("POST", "/file", Some("multipart/form-data; boundary=zz"), b"--zz\r\ngarbage".to_vec()),
+        ("POST", "/setup/upload", Some(j), br#"{"file_path": "/tmp/x"}"#.to_vec()),
+        ("POST", "/setup/upload", Some("multipart/form-data; boundary=zz"), b"--zz\r\nContent-Disposition: form-data; name=\"file_path\"\r\n\r\n/dev/shm/x\r\n--zz\r\nContent-Disposition: form-data; name=\"file_data\"; filename=\"x\"\r\n\r\nx\r\n--zz--\r\n".to_vec()),
+        ("POST", "/setup/open_file", Some(j), br#"{"path": ""}"#.to_vec()),
+        ("POST", "/setup/open_file", Some(j), br#"{"path": "/tmp", "timeout_seconds": "x"}"#.to_vec()),
+        ("POST", "/setup/activate_window", Some(j), br#"{"window_name": 7}"#.to_vec()),
+        ("POST", "/setup/close_window", Some(j), br#"{}"#.to_vec()),
+        ("GET", "/execute", None, b"".to_vec()),
+        ("DELETE", "/screenshot", None, b"".to_vec()),
+        ("GET", "/no/such/endpoint", None, b"".to_vec()),
+        ("POST", "/execute_with_verification", Some(j), b"{}".to_vec()),
+    ];
+    for (m, p, ct, body) in &cases {
+        let r = request(a, m, p, *ct, body);
+        assert!((400..500).contains(&r.status), "{m} {p} {:?}: answered {} {}", String::from_utf8_lossy(body), r.status, r.text());
+    }
+    // Not even HTTP, and a connection that closes mid-request.
+    let r = raw(a, b"HELLO\r\n\r\n");
+    assert!((400..500).contains(&r.status), "garbage request line: {}", r.status);
+    {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(a).unwrap();
+        s.write_all(b"POST /execute HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{\"comm").unwrap();
+    }
+    // Unknown routes answer as Flask does.
+    let r = get(a, "/nothing-here");
+    assert_eq!(r.status, 404);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    assert!(d.guest_alive(), "drums-guest died; log:\n{}", d.log_text());
+    let r = post_json(a, "/execute", &json!({"command": ["echo", "still here"]}));
+    assert_eq!((r.status, r.json()["output"].clone()), (200, json!("still here\n")));
+}
+
+#[test]
+fn sigusr1_reseeds_the_rng_and_shows_the_new_fingerprint() {
+    let d = Desktop::start("nobody", 640, 480);
+    let before = get(d.addr, "/drums/rng").json();
+    assert_eq!(before["generation"], 0);
+    // Drawing (temporary names) does not change the fingerprint of the state.
+    post_json(d.addr, "/run_python", &json!({"code": "pass"}));
+    assert_eq!(get(d.addr, "/drums/rng").json()["fingerprint"], before["fingerprint"]);
+    assert_eq!(unsafe { libc::kill(d.guest_pid as i32, libc::SIGUSR1) }, 0);
+    assert!(wait_for(10, || get(d.addr, "/drums/rng").json()["generation"] == 1));
+    let after = get(d.addr, "/drums/rng").json();
+    assert_ne!(after["fingerprint"], before["fingerprint"]);
+    let fp = after["fingerprint"].as_str().unwrap().to_string();
+    assert!(wait_for(5, || d.log_text().contains(&format!("generation 1 fingerprint {fp}"))), "log:\n{}", d.log_text());
+}
+
+/// The Python start-up hook: two processes in the same `random` state (as restored clones are) draw the
+/// same numbers, and different ones after SIGUSR1; each reseed is logged with the new state's fingerprint.
+#[test]
+fn python_hook_reseeds_random_on_sigusr1() {
+    use std::io::{BufRead, Write};
+    let dir = tmpdir("pyhook");
+    std::fs::copy(drums_tests::repo_root().join("lib/src/guest/sitecustomize.py"), dir.join("sitecustomize.py")).unwrap();
+    let log = dir.join("reseed.log");
+    let script = "import random, sys\nrandom.seed(1234)\nprint('ready', flush=True)\nsys.stdin.readline()\nprint(random.random())\n";
+    let draw = |signal: bool| -> Vec<String> {
+        let mut kids: Vec<_> = (0..2)
+            .map(|_| {
+                std::process::Command::new("/usr/bin/python3")
+                    .args(["-c", script])
+                    .env("PYTHONPATH", &dir)
+                    .env("DRUMS_RESEED_LOG", &log)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut outs = vec![];
+        let mut readers: Vec<_> = kids.iter_mut().map(|k| std::io::BufReader::new(k.stdout.take().unwrap())).collect();
+        for (k, r) in kids.iter_mut().zip(readers.iter_mut()) {
+            let mut l = String::new();
+            r.read_line(&mut l).unwrap();
+            assert_eq!(l, "ready\n");
+            if signal {
+                assert_eq!(unsafe { libc::kill(k.id() as i32, libc::SIGUSR1) }, 0);
+            }
+        }
+        // The reseed runs at the interpreter's next check; give it that moment before asking for a number.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        for (k, r) in kids.iter_mut().zip(readers.iter_mut()) {
+            k.stdin.take().unwrap().write_all(b"go\n").unwrap();
+            let mut l = String::new();
+            r.read_line(&mut l).unwrap();
+            assert!(k.wait().unwrap().success(), "python failed");
+            outs.push(l.trim().to_string());
+        }
+        outs
+    };
+    let same = draw(false);
+    assert_eq!(same[0], same[1], "equal states draw equal numbers");
+    assert!(!log.exists(), "no signal, no reseed");
+    let reseeded = draw(true);
+    assert_ne!(reseeded[0], reseeded[1], "after SIGUSR1 the two differ");
+    assert_ne!(reseeded[0], same[0]);
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let fps: Vec<&str> = lines.lines().map(|l| l.split_whitespace().nth(1).unwrap()).collect();
+    assert_eq!(fps.len(), 2, "{lines}");
+    assert_ne!(fps[0], fps[1]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
