@@ -6,7 +6,7 @@
 mod check;
 
 use drums_tests::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -184,5 +184,120 @@ fn refuses_paths_of_another_session() {
     let o = cg(&root, &["remove"], &a2.to_string());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(!std::path::Path::new(mem).exists());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+fn criu() -> PathBuf {
+    if let Some(c) = std::env::var_os("DRUMS_CRIU") {
+        return c.into();
+    }
+    let opt = PathBuf::from("/opt/drums/criu/bin/criu");
+    if opt.exists() {
+        return opt;
+    }
+    let o = Command::new("criu").arg("--version").output();
+    assert!(o.is_ok(), "no CRIU: neither DRUMS_CRIU, /opt/drums/criu/bin/criu nor criu on PATH (pipelines/setup.sh installs it)");
+    PathBuf::from("criu")
+}
+
+fn probe_out(args: &[&str], stdin: &serde_json::Value) -> String {
+    let mut c = Command::new(probe()).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(&mut c.stdin.take().unwrap(), stdin.to_string().as_bytes()).unwrap();
+    text(&c.wait_with_output().unwrap().stdout).trim().to_string()
+}
+
+fn proc_cgroup(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default().replace('\n', ";")
+}
+
+/// A tree dumped from one session and restored with `criu_restore_args` of a sibling runs in the
+/// sibling's cgroups, under the sibling's limits, and the source's directories are not recreated. The
+/// control restore without them shows why they are needed: CRIU recreates the source's cgroups (the
+/// directories the source report found left behind after its runs).
+#[test]
+fn criu_restores_a_sibling_into_its_own_cgroups() {
+    require_root();
+    let criu = criu();
+    let root = state_root();
+    let src = spawn(&root, "while :; do sleep 1; done");
+    let o = cg(&root, &["create", "--pids", "100"], &src.to_string());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let src: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let src_id = src["id"].as_str().unwrap().to_string();
+    let init = src["ns"]["init_pid"].as_i64().unwrap().to_string();
+    let img = root.join("img");
+    std::fs::create_dir_all(&img).unwrap();
+    let dump_args = probe_out(&["criu-dump-args"], &src);
+    assert!(dump_args.starts_with("--freeze-cgroup "), "{dump_args}");
+    let o = Command::new(&criu)
+        .args(["dump", "-t", &init, "-D", img.to_str().unwrap(), "-o", "dump.log"])
+        .args(dump_args.split(' '))
+        .output()
+        .unwrap();
+    let log = |f: &str| std::fs::read_to_string(img.join(f)).unwrap_or_default();
+    assert!(o.status.success(), "criu dump: {}\n{}", text(&o.stderr), log("dump.log"));
+    // The source is gone (dump kills it); its cgroups are removed as its destroy would.
+    assert_eq!(cg(&root, &["remove"], &src.to_string()).status.code(), Some(0));
+
+    // The sibling: its own ledger, record and cgroups (different limits), no processes yet.
+    let sib_id = drums::state::new_id('d');
+    let sib_dir = root.join("sessions").join(&sib_id);
+    let owner = drums::proc::me().unwrap();
+    drums::ledger::Ledger::create(&sib_dir, &sib_id, owner, None).unwrap();
+    let mut sib = src.clone();
+    sib["id"] = sib_id.clone().into();
+    sib["state_dir"] = sib_dir.to_str().unwrap().into();
+    sib["ns"] = serde_json::Value::Null;
+    sib["cgroup"] = serde_json::Value::Null;
+    let o = cg(&root, &["create", "--pids", "77", "--memory", "512M"], &sib.to_string());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let sib: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+
+    let restore = |extra: &[String], pidfile: &str, logname: &str| -> i32 {
+        let o = Command::new(&criu)
+            .args(["restore", "-d", "-D", img.to_str().unwrap(), "-o", logname, "--pidfile"])
+            .arg(root.join(pidfile))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "criu restore {extra:?}: {}\n{}", text(&o.stderr), log(logname));
+        std::fs::read_to_string(root.join(pidfile)).unwrap().trim().parse().unwrap()
+    };
+    let args: Vec<String> = probe_out(&["criu-restore-args"], &sib).split(' ').map(str::to_string).collect();
+    let pid = restore(&args, "pid", "restore.log");
+    let pc = proc_cgroup(pid);
+    for (ctrl, p) in sib["cgroup"]["proc_paths"].as_object().unwrap() {
+        assert!(
+            pc.split(';').any(|l| l.ends_with(&format!(":{}", p.as_str().unwrap())) && l.split(':').nth(1).unwrap().split(',').any(|c| c == ctrl)),
+            "restored init not in the sibling's {ctrl} cgroup: {pc}"
+        );
+    }
+    assert!(!pc.contains(&src_id), "restored init in the source's cgroups: {pc}");
+    let paths = sib["cgroup"]["paths"].as_object().unwrap();
+    let pids_max = std::fs::read_to_string(format!("{}/pids.max", paths["pids"].as_str().unwrap())).unwrap();
+    assert_eq!(pids_max.trim(), "77", "CRIU left the sibling's limits alone");
+    for c in ["cpu", "memory", "pids"] {
+        let p = format!("/sys/fs/cgroup/{c}/drums/{src_id}");
+        assert!(!Path::new(&p).exists(), "CRIU recreated the source's {p}");
+    }
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let o = cg(&root, &["remove"], &sib.to_string());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+
+    // Control: without the options, CRIU puts the tree back into the source's paths, recreating them.
+    let pid = restore(&[], "pid2", "restore2.log");
+    let pc = proc_cgroup(pid);
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(300));
+    let mut recreated = vec![];
+    for c in ["cpu", "cpuacct", "memory", "pids", "freezer"] {
+        let p = PathBuf::from(format!("/sys/fs/cgroup/{c}/drums/{src_id}"));
+        if p.exists() {
+            drums::cgroup::remove_path(&p).unwrap();
+            recreated.push(c);
+        }
+    }
+    assert!(pc.contains(&src_id), "control: a plain restore goes back to the source's cgroups: {pc}");
+    assert!(!recreated.is_empty(), "control: a plain restore recreates the source's cgroup directories");
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -4,11 +4,13 @@
 //! kernel refuses) and record look-ups the scenario script needs without jq.
 //!
 //!   cgroup-probe spawn-session STATE_ROOT SCRIPT   print a session record; its init runs `sh -c SCRIPT`
-//!   cgroup-probe spin SECONDS                      burn CPU
+//!   cgroup-probe spin SECONDS                      burn SECONDS of CPU time
 //!   cgroup-probe hog BYTES [HOLD_SECONDS]          allocate and touch BYTES, then hold them
 //!   cgroup-probe fork-until-fail MAX               fork until fork fails: {"forked":N,"errno":E}
 //!   cgroup-probe get FIELD < record                a member (dotted path) of the record on stdin
 //!   cgroup-probe paths < record                    the cgroup section's directories, one a line
+//!   cgroup-probe criu-restore-args < record        drums::cgroup::criu_restore_args of its section
+//!   cgroup-probe criu-dump-args < record           drums::cgroup::criu_dump_args of its section
 
 use drums::ledger::{Ledger, Resource};
 use drums::record::{Namespaces, NsInodes, Owner, Session};
@@ -34,6 +36,8 @@ fn main() {
                 other => println!("{other}"),
             }
         }
+        Some("criu-restore-args") => println!("{}", drums::cgroup::criu_restore_args(&stdin_json()["cgroup"]).join(" ")),
+        Some("criu-dump-args") => println!("{}", drums::cgroup::criu_dump_args(&stdin_json()["cgroup"]).join(" ")),
         Some("paths") => {
             let v = stdin_json();
             let mut seen = std::collections::BTreeSet::new();
@@ -156,10 +160,16 @@ fn spawn_session(state_root: &str, script: &str) {
     }
 }
 
+/// Burn `secs` of this process's own CPU time (not wall time: the telemetry check must not depend on how
+/// busy the machine is).
 fn spin(secs: f64) {
-    let t0 = Instant::now();
+    let cpu = || {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    };
     let mut x = 0u64;
-    while t0.elapsed().as_secs_f64() < secs {
+    while cpu() < secs {
         for i in 0..100_000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
         }
