@@ -1,0 +1,122 @@
+//! drums-guest in a real session (pipelines/cold.sh), driven over HTTP from the host the way OSWorld's
+//! harness drives its VM: OSWorld task e0df059f (the directory rename) scores 0 after setup and 1 after the
+//! agent's step; the screenshot is the display's size and shows the browser; malformed requests do not
+//! stop the server.
+
+#[path = "guest_common.rs"]
+mod common;
+use common::*;
+use drums_tests::*;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::process::Command;
+
+/// Destroys the session when dropped, so a failing assertion leaves nothing behind.
+struct Destroy(String);
+impl Drop for Destroy {
+    fn drop(&mut self) {
+        let o = run("drums-sweep", &[], &self.0);
+        if !o.status.success() {
+            eprintln!("destroy failed: {}", text(&o.stderr));
+        }
+    }
+}
+
+fn cold_session() -> (Value, Destroy) {
+    assert!(
+        std::path::Path::new("/var/lib/drums/template/etc/passwd").exists(),
+        "no session template layer: run pipelines/setup.sh (pipelines/setup.d/template.sh builds it)"
+    );
+    let o = Command::new(repo_root().join("pipelines/cold.sh"))
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .output()
+        .expect("run pipelines/cold.sh");
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "cold.sh failed: {}\n{out}", text(&o.stderr));
+    let rec: Value = serde_json::from_str(out.trim()).expect("cold.sh prints one record");
+    (rec, Destroy(out))
+}
+
+/// OSWorld's `execute` setup step: POST /setup/execute with the step's command and shell flag.
+fn setup_step(addr: SocketAddr, step: &Value) {
+    assert_eq!(step["type"], "execute", "this test knows OSWorld's execute steps only");
+    let p = &step["parameters"];
+    let r = post_json(addr, "/setup/execute", &json!({"command": p["command"], "shell": p["shell"].as_bool().unwrap_or(false)}));
+    assert_eq!(r.status, 200, "setup step {p}: {}", r.text());
+    assert_eq!(r.json()["returncode"], 0, "setup step {p}: {}", r.text());
+}
+
+/// OSWorld's evaluator for this task: the `vm_command_line` getter (POST /execute, the output) compared by
+/// `exact_match` with the rule's expected text.
+fn score(addr: SocketAddr, evaluator: &Value) -> u32 {
+    assert_eq!(evaluator["func"], "exact_match");
+    assert_eq!(evaluator["result"]["type"], "vm_command_line");
+    let res = &evaluator["result"];
+    let r = post_json(addr, "/execute", &json!({"command": res["command"], "shell": res["shell"]}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let output = r.json()["output"].as_str().unwrap().to_string();
+    u32::from(output == evaluator["expected"]["rules"]["expected"].as_str().unwrap())
+}
+
+#[test]
+fn osworld_task_e0df059f_through_a_real_session() {
+    require_root();
+    let _lock = session_lock();
+    let (rec, _destroy) = cold_session();
+    let url = rec["desktop"]["guest_url"].as_str().expect("drums-desktop started the guest and recorded its URL");
+    let addr: SocketAddr = url.strip_prefix("http://").unwrap().trim_end_matches('/').parse().unwrap();
+    // OSWorld's setup controller waits for /terminal and /screenshot to answer 200.
+    assert!(wait_for(30, || std::net::TcpStream::connect(addr).is_ok() && get(addr, "/terminal").status == 200), "the guest at {url} does not answer");
+    assert_eq!(get(addr, "/screenshot").status, 200);
+
+    // The desktop user of OSWorld's image.
+    let r = post_json(addr, "/execute", &json!({"command": "id -un; echo $HOME; python --version", "shell": true}));
+    assert_eq!(r.json()["output"].as_str().unwrap().lines().take(2).collect::<Vec<_>>(), ["user", "/home/user"], "{}", r.text());
+    assert_eq!(get(addr, "/desktop_path").json(), json!({"desktop_path": "/home/user/Desktop"}));
+
+    let task: Value = serde_json::from_str(&std::fs::read_to_string(repo_root().join("tests/data/osworld-e0df059f.json")).unwrap()).unwrap();
+    assert_eq!(task["id"], "e0df059f-28a6-4169-924f-b9623e7184cc");
+    for step in task["config"].as_array().unwrap() {
+        setup_step(addr, step);
+    }
+    // The second setup step clicked with pyautogui at (960, 540): the pointer is there.
+    assert_eq!(get(addr, "/cursor_position").json(), json!([960, 540]));
+    // sudo made the directory (root's), in the user's ~/Desktop.
+    let tree = post_json(addr, "/list_directory", &json!({"path": "~/Desktop"})).json();
+    assert_eq!(tree["directory_tree"]["children"], json!([{"type": "directory", "name": "todo_list_Jan_1", "children": []}]), "{tree}");
+
+    assert_eq!(score(addr, &task["evaluator"]), 0, "before the agent acts the task is not done");
+
+    // The agent's step, sent the way OSWorld's PythonController sends pyautogui code.
+    let code = format!("import pyautogui; import time; pyautogui.FAILSAFE = False; {}", task["agent_step"].as_str().unwrap());
+    let r = post_json(addr, "/execute", &json!({"command": ["python", "-c", code], "shell": false}));
+    assert_eq!((r.status, r.json()["returncode"].clone()), (200, json!(0)), "{}", r.text());
+
+    assert_eq!(score(addr, &task["evaluator"]), 1, "after the rename the task is done");
+
+    // The screenshot: a PNG of the display's size, showing the browser (its window is there, and the
+    // screen is not the black root of a desktop without it).
+    let (w, h) = (rec["desktop"]["width"].as_u64().unwrap() as u32, rec["desktop"]["height"].as_u64().unwrap() as u32);
+    let r = get(addr, "/screenshot");
+    assert_eq!(r.header("content-type"), Some("image/png"));
+    let (pw, ph, px, bpp) = decode_png(&r.body);
+    assert_eq!((pw, ph), (w, h));
+    let black = px.chunks(bpp).filter(|p| p[0] < 8 && p[1] < 8 && p[2] < 8).count() as f64 / (pw * ph) as f64;
+    assert!(black < 0.5, "{:.0}% of the screenshot is the black root: no browser", black * 100.0);
+    let title = rec["desktop"]["title"].as_str().unwrap();
+    let r = post_json(addr, "/setup/activate_window", &json!({"window_name": title, "strict": true}));
+    assert_eq!(r.status, 200, "no browser window titled {title:?}: {}", r.text());
+
+    // The accessibility tree answers in OSWorld's shape.
+    let r = get(addr, "/accessibility");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json()["AT"].as_str().unwrap().starts_with("<desktop-frame"), "{}", r.text());
+
+    // Malformed requests get 4xx and the guest keeps serving.
+    for (path, body) in [("/execute", "{"), ("/execute", "[]"), ("/execute", r#"{"command": 5}"#), ("/list_directory", r#"{"path": "/proc/1/root"}"#)] {
+        let r = request(addr, "POST", path, Some("application/json"), body.as_bytes());
+        assert!((400..500).contains(&r.status), "{path} {body}: {} {}", r.status, r.text());
+    }
+    assert_eq!(get(addr, "/platform").text(), "Linux");
+}
