@@ -249,9 +249,12 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
     sib["state_dir"] = sib_dir.to_str().unwrap().into();
     sib["ns"] = serde_json::Value::Null;
     sib["cgroup"] = serde_json::Value::Null;
-    let o = cg(&root, &["create", "--pids", "77", "--memory", "512M"], &sib.to_string());
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let sib: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // drums-restore's calls: prepare_restore before CRIU, enter_all after it.
+    let mut sib_s: drums::Session = serde_json::from_value(sib).unwrap();
+    let limits = drums::cgroup::Limits::new(2.0, 512 << 20, 77).unwrap();
+    let args = drums::cgroup::prepare_restore(&mut sib_s, &limits).unwrap();
+    let sib = serde_json::to_value(&sib_s).unwrap();
+    assert_eq!(args.join(" "), probe_out(&["criu-restore-args"], &sib));
 
     let restore = |extra: &[String], pidfile: &str, logname: &str| -> i32 {
         let o = Command::new(&criu)
@@ -263,7 +266,6 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
         assert!(o.status.success(), "criu restore {extra:?}: {}\n{}", text(&o.stderr), log(logname));
         std::fs::read_to_string(root.join(pidfile)).unwrap().trim().parse().unwrap()
     };
-    let args: Vec<String> = probe_out(&["criu-restore-args"], &sib).split(' ').map(str::to_string).collect();
     let pid = restore(&args, "pid", "restore.log");
     let pc = proc_cgroup(pid);
     for (ctrl, p) in sib["cgroup"]["proc_paths"].as_object().unwrap() {
@@ -280,6 +282,19 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
         let p = format!("/sys/fs/cgroup/{c}/drums/{src_id}");
         assert!(!Path::new(&p).exists(), "CRIU recreated the source's {p}");
     }
+    sib_s.ns = Some(drums::record::Namespaces {
+        init_pid: pid,
+        init_start_time: drums::proc::start_time(pid).unwrap(),
+        hostname: sib_id.clone(),
+        inodes: drums::record::NsInodes {
+            pid: drums::proc::ns_inode(pid, "pid").unwrap(),
+            mnt: drums::proc::ns_inode(pid, "mnt").unwrap(),
+            net: drums::proc::ns_inode(pid, "net").unwrap(),
+            ipc: drums::proc::ns_inode(pid, "ipc").unwrap(),
+            uts: drums::proc::ns_inode(pid, "uts").unwrap(),
+        },
+    });
+    assert_eq!(drums::cgroup::enter_all(&mut sib_s).unwrap(), 0, "CRIU put every restored process in the sibling's cgroups");
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let o = cg(&root, &["remove"], &sib.to_string());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
@@ -300,4 +315,84 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
     assert!(pc.contains(&src_id), "control: a plain restore goes back to the source's cgroups: {pc}");
     assert!(!recreated.is_empty(), "control: a plain restore recreates the source's cgroup directories");
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Destroys a real session when dropped (drums-sweep, which removes each ledgered cgroup with
+/// drums::cgroup::remove_path), so a failing assertion leaves nothing behind.
+struct Destroy(std::cell::RefCell<String>);
+impl Drop for Destroy {
+    fn drop(&mut self) {
+        let o = run("drums-sweep", &[], &self.0.borrow());
+        if !o.status.success() {
+            eprintln!("destroy failed: {}", text(&o.stderr));
+        }
+    }
+}
+
+fn stage(guard: &Destroy, name: &str, args: &[&str], input: &str) -> serde_json::Value {
+    let o = run(name, args, input);
+    assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
+    let out = text(&o.stdout);
+    *guard.0.borrow_mut() = out.clone();
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{name}: not one record ({e}): {out}"))
+}
+
+/// A real Drums session (drums-overlay, drums-ns, drums-desktop) limited between drums-ns and the
+/// desktop: every desktop process is inside, `drums-ns exec` joins the cgroups, telemetry sees the
+/// desktop's memory and CPU, and the destroy path leaves no directory in any hierarchy.
+#[test]
+fn real_session_under_limits() {
+    require_root();
+    let _lock = session_lock();
+    let guard = Destroy(std::cell::RefCell::new(String::new()));
+    let a = stage(&guard, "drums-overlay", &["create"], "");
+    let b = stage(&guard, "drums-ns", &["create"], &a.to_string());
+    let c = stage(&guard, "drums-cgroup", &["create", "--cpus", "2", "--memory", "4G", "--pids", "4096"], &b.to_string());
+    let sec = c["cgroup"].clone();
+    assert_eq!(sec["applied"], true, "{sec}");
+    assert_eq!(sec["read_back"]["cpu_quota_us"], 200000);
+    assert_eq!(sec["read_back"]["memory_bytes"], 4u64 << 30);
+    assert_eq!(sec["read_back"]["pids_max"], 4096);
+    assert!(sec["processes_moved"].as_u64().unwrap() >= 1);
+    let d = stage(&guard, "drums-desktop", &["start"], &c.to_string());
+    assert_eq!(d["cgroup"], sec, "later stages keep the cgroup section");
+    let id = d["id"].as_str().unwrap();
+    let want = format!("/{}/{id}", drums::cgroup::PARENT);
+
+    // Every process of the session's PID namespace is in every one of its cgroups.
+    let pidns = d["ns"]["inodes"]["pid"].as_u64().unwrap();
+    let procs = drums::proc::pids_in_pidns(pidns);
+    assert!(procs.len() >= 4, "the desktop runs several processes: {procs:?}");
+    for p in &procs {
+        let pc = proc_cgroup(*p);
+        for ctrl in ["cpu", "memory", "pids"] {
+            assert!(
+                pc.split(';').any(|l| l.ends_with(&format!(":{want}")) && l.split(':').nth(1).unwrap().split(',').any(|c| c == ctrl)),
+                "process {p} ({}) not in {ctrl}:{want}: {pc}",
+                drums::proc::comm(*p)
+            );
+        }
+    }
+    // A process joining with drums-ns exec is put in too.
+    let o = Command::new(tool("drums-ns")).args(["exec", "--session", id, "--", "cat", "/proc/self/cgroup"]).output().unwrap();
+    assert!(o.status.success(), "drums-ns exec: {}", text(&o.stderr));
+    assert!(text(&o.stdout).lines().any(|l| l.contains(":memory:") && l.ends_with(&want)), "exec'd process: {}", text(&o.stdout));
+
+    let o = run("drums-cgroup", &["watch", "--samples", "1"], &d.to_string());
+    assert!(o.status.success(), "watch: {}", text(&o.stderr));
+    let x: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    eprintln!("real session sample: {x}");
+    assert!(x["memory_peak_bytes"].as_u64().unwrap() > 20 << 20, "a desktop uses more than 20 MiB: {x}");
+    assert!(x["cpu_usage_ns"].as_u64().unwrap() > 50_000_000, "a desktop start uses CPU: {x}");
+    assert!(x["processes"].as_u64().unwrap() >= procs.len() as u64 - 1, "{x}");
+    assert_eq!(x["init_alive"], true);
+
+    let paths: Vec<String> = sec["paths"].as_object().unwrap().values().map(|v| v.as_str().unwrap().to_string()).collect();
+    drop(guard);
+    for p in &paths {
+        assert!(!Path::new(p).exists(), "{p} left after the session was destroyed");
+    }
+    for m in drums::destroy::cgroup_mounts() {
+        assert!(!m.join(drums::cgroup::PARENT).join(id).exists(), "{} left", m.display());
+    }
 }

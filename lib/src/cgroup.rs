@@ -490,11 +490,26 @@ pub fn enter(session: &Session, pid: i32) -> Result<()> {
     }
 }
 
-/// Move every process of the session's PID namespace in (again): after a restore, or to repair.
-/// Returns how many were moved.
-pub fn enter_all(session: &Session) -> Result<u64> {
-    let sec = require_section(session)?;
-    move_processes(backend_of(&sec).as_ref(), session.ns()?)
+/// Move every process of the session's PID namespace in (again): after a restore, or to repair. Records
+/// the count in the section's `processes_moved` and returns it.
+pub fn enter_all(session: &mut Session) -> Result<u64> {
+    let mut sec = require_section(session)?;
+    let n = move_processes(backend_of(&sec).as_ref(), session.ns()?)?;
+    sec.processes_moved = Some(sec.processes_moved.unwrap_or(0) + n);
+    session.set_section(SECTION, &sec);
+    Ok(n)
+}
+
+/// For a restore: make the sibling's own cgroups, with `limits`, before CRIU runs (the record must not
+/// have `ns` yet: CRIU makes the PID namespace), and return the CRIU restore options that put the
+/// restored tree into them (`criu_restore_args`). After the restore, fill in `ns` and call `enter_all`
+/// (it should move nobody; it catches anything CRIU placed elsewhere). If the restore fails, `remove`.
+pub fn prepare_restore(sibling: &mut Session, limits: &Limits) -> Result<Vec<String>> {
+    if sibling.ns.is_some() {
+        return Err(Error::bad_field("ns", "present before the restore: prepare_restore runs before CRIU makes the session's namespaces"));
+    }
+    create(sibling, limits)?;
+    Ok(criu_restore_args(sibling.section(SECTION).expect("create wrote the section")))
 }
 
 /// rmdir one session cgroup directory. Refuses anything not named `.../drums/<id>` on a cgroup file
