@@ -84,6 +84,18 @@ impl Inventory {
     pub fn is_empty(&self) -> bool {
         self.processes.is_empty() && self.mounts.is_empty() && self.links.is_empty() && self.cgroups.is_empty() && self.state_dirs.is_empty()
     }
+    /// What is here now and was not in `before`: what a test left, even on a machine that was not clean.
+    pub fn new_since(&self, before: &Inventory) -> Inventory {
+        let minus = |now: &Vec<String>, then: &Vec<String>| now.iter().filter(|x| !then.contains(x)).cloned().collect::<Vec<_>>();
+        Inventory {
+            processes: minus(&self.processes, &before.processes),
+            zombies: minus(&self.zombies, &before.zombies),
+            mounts: minus(&self.mounts, &before.mounts),
+            links: minus(&self.links, &before.links),
+            cgroups: minus(&self.cgroups, &before.cgroups),
+            state_dirs: minus(&self.state_dirs, &before.state_dirs),
+        }
+    }
 }
 
 pub fn inventory() -> Inventory {

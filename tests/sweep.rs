@@ -25,6 +25,7 @@ struct Hand {
     /// The `unshare` process whose child is the session's init.
     unshare: Option<Child>,
     init_pid: i32,
+    pidns: u64,
 }
 
 fn link_name(id: &str) -> String {
@@ -83,7 +84,7 @@ impl Hand {
         let image = drums::state::checkpoint_root().join(format!("test-{id}"));
         let slot = drums::state::state_root().join("slots").join(format!("test-{id}"));
         let cgroups = ["pids", "memory"].iter().map(|c| PathBuf::from(format!("/sys/fs/cgroup/{c}/drums/{id}"))).collect();
-        let mut h = Hand { id: id.clone(), dir: dir.clone(), link, cgroups, image, slot, unshare: None, init_pid: 0 };
+        let mut h = Hand { id: id.clone(), dir: dir.clone(), link, cgroups, image, slot, unshare: None, init_pid: 0, pidns: 0 };
         let l = Ledger::create(&dir, &id, owner, None).unwrap();
         l.phase("creating").unwrap();
         // overlay stage: a tmpfs with a mount inside it, and a directory holding files.
@@ -106,6 +107,7 @@ impl Hand {
         h.unshare = Some(child);
         let st = drums::proc::start_time(init).unwrap();
         h.init_pid = init;
+        h.pidns = drums::proc::ns_inode(init, "pid").unwrap();
         l.create_res(Resource::Process { pid: init, start_time: st, role: "init".into(), init: true }).unwrap();
         if stages < 3 {
             return h;
@@ -131,6 +133,11 @@ impl Hand {
         std::fs::write(h.image.join("pages-1.img"), "x").unwrap();
         l.phase("live").unwrap();
         h
+    }
+
+    /// The hex digits of the id: every name the session gives a kernel object contains them.
+    fn tag(&self) -> &str {
+        &self.id[2..10]
     }
 
     /// What a tool killed midway leaves: the creating phase, set by a process that is gone.
@@ -283,12 +290,14 @@ fn dry_run_destroy_changes_nothing() {
     require_root();
     let _l = session_lock();
     let mut h = Hand::new(9);
-    let before = inventory();
+    let snap = || mine(&inventory(), &[h.tag()], &[h.pidns]);
+    let before = snap();
     let o = run("drums-sweep", &["--dry-run"], &h.record());
     assert_eq!(o.status.code(), Some(1), "a dry run with something to remove exits 1: {}", text(&o.stderr));
     let r = &reports(&o.stdout)[0];
     assert_eq!(r["planned"].as_array().unwrap().len(), 9, "{r}");
-    assert_eq!(inventory(), before, "a dry run changed the machine");
+    assert!(!before.processes.is_empty() && !before.mounts.is_empty() && !before.links.is_empty() && !before.cgroups.is_empty());
+    assert_eq!(snap(), before, "a dry run changed the machine");
     let ledger = std::fs::read_to_string(h.dir.join("ledger.jsonl")).unwrap();
     assert!(!ledger.contains("destroying"), "a dry run writes nothing to the ledger");
     let o = run("drums-sweep", &[], &h.record());
@@ -350,6 +359,7 @@ struct Stray {
     slot: PathBuf,
     unshare: Option<Child>,
     init: i32,
+    pidns: u64,
 }
 
 impl Stray {
@@ -366,7 +376,8 @@ impl Stray {
         std::fs::create_dir_all(slot.parent().unwrap()).unwrap();
         std::fs::write(&slot, "d-gone").unwrap();
         let (c, init) = spawn_init();
-        Stray { tag, link, mount, cgroup, slot, unshare: Some(c), init }
+        let pidns = drums::proc::ns_inode(init, "pid").unwrap();
+        Stray { tag, link, mount, cgroup, slot, unshare: Some(c), init, pidns }
     }
     fn present(&self) -> Vec<String> {
         let inv = inventory();
@@ -413,6 +424,7 @@ impl Drop for Stray {
 /// Objects that are not Drums': a veth, a tmpfs mount, a cgroup directory and a PID namespace with other
 /// names. A sweep must leave every one of them alone.
 struct Foreign {
+    tag: String,
     link: String,
     mount: PathBuf,
     cgroup: PathBuf,
@@ -422,7 +434,7 @@ struct Foreign {
 
 impl Foreign {
     fn new() -> Foreign {
-        let tag = &drums::state::new_id('d')[2..8];
+        let tag = drums::state::new_id('d')[2..8].to_string();
         let link = format!("xtest{tag}");
         sh(&format!("ip link add {link} type veth peer name ytest{tag}"));
         let mount = PathBuf::from(format!("/tmp/xtest-{tag}"));
@@ -433,7 +445,7 @@ impl Foreign {
         let c = Command::new("unshare").args(["--pid", "--fork", "sleep", "1000"]).stdin(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
         let up = c.id() as i32;
         let init = wait_for(|| children(up).first().copied(), "the foreign init");
-        Foreign { link, mount, cgroup, unshare: Some(c), init }
+        Foreign { tag, link, mount, cgroup, unshare: Some(c), init }
     }
     fn missing(&self) -> Vec<String> {
         let mut v = vec![];
@@ -468,6 +480,49 @@ impl Drop for Foreign {
     }
 }
 
+/// The part of an inventory that names one of `tags` (the hex of a test's own ids), plus the processes in
+/// the PID namespaces `pidns`. Other tests on this machine (some with their own state root) make and remove
+/// Drums objects at the same time, so a test compares only its own.
+fn mine(inv: &Inventory, tags: &[&str], pidns: &[u64]) -> Inventory {
+    let f = |v: &Vec<String>| v.iter().filter(|x| tags.iter().any(|t| x.contains(t))).cloned().collect::<Vec<_>>();
+    let procs = |v: &Vec<String>| {
+        v.iter()
+            .filter(|p| p.split(' ').next().and_then(|n| n.parse::<i32>().ok()).is_some_and(|pid| drums::proc::ns_inode(pid, "pid").is_ok_and(|n| pidns.contains(&n))))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    Inventory {
+        processes: procs(&inv.processes),
+        zombies: vec![],
+        mounts: f(&inv.mounts),
+        links: f(&inv.links),
+        cgroups: f(&inv.cgroups),
+        state_dirs: f(&inv.state_dirs),
+    }
+}
+
+/// A sweep left nothing of this test's (`tags`). Exit 1 is accepted only when everything it reports as left
+/// belongs to someone else (another test's objects, named like Drums', that were busy).
+fn assert_swept(code: Option<i32>, r: &Value, err: &str, tags: &[&str]) {
+    let mut left: Vec<String> = r["unledgered"]["left"].as_array().into_iter().flatten().map(|x| x.to_string()).collect();
+    for d in r["destroyed"].as_array().into_iter().flatten() {
+        left.extend(d["left"].as_array().into_iter().flatten().map(|x| x.to_string()));
+        if d["state_dir_removed"] != true {
+            left.push(d.to_string());
+        }
+    }
+    let ours: Vec<&String> = left.iter().filter(|l| tags.iter().any(|t| l.contains(t))).collect();
+    assert!(ours.is_empty(), "the sweep left this test's objects: {ours:#?}\n{err}");
+    match code {
+        Some(0) => {}
+        Some(1) => {
+            assert!(!left.is_empty(), "exit 1 but nothing reported left: {r}\n{err}");
+            eprintln!("note: the sweep left objects of others: {left:?}");
+        }
+        other => panic!("sweep exit {other:?}: {err}\n{r}"),
+    }
+}
+
 fn sweep(args: &[&str]) -> (Option<i32>, Value, String) {
     let mut a = vec!["--orphans"];
     a.extend_from_slice(args);
@@ -491,7 +546,7 @@ fn cron_sweep_removes_orphans_and_strays_and_spares_live_and_foreign() {
     orphan.reap();
     half.reap();
     stray.reap();
-    assert_eq!(code, Some(0), "{err}\n{r}");
+    assert_swept(code, &r, &err, &[orphan.tag(), half.tag(), live.tag(), &stray.tag, &foreign.tag]);
     let verdict = |h: &Hand| r["sessions"].as_array().unwrap().iter().find(|v| v["session"] == h.id.as_str()).cloned().unwrap();
     assert_eq!(verdict(&orphan)["verdict"], "orphan", "{r}");
     assert!(verdict(&orphan)["reason"].as_str().unwrap().contains("owner"), "{r}");
@@ -521,18 +576,26 @@ fn dry_run_sweep_changes_nothing() {
     let mut stray = Stray::new();
     let seen = drums::state::state_root().join("sweep-seen.json");
     let seen_before = std::fs::read(&seen).ok();
-    let before = inventory();
+    let tags = [orphan.tag().to_string(), stray.tag.clone(), _foreign.tag.clone()];
+    let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+    let snap = || mine(&inventory(), &tags, &[orphan.pidns, stray.pidns]);
+    let before = snap();
     let (code, r, err) = sweep(&["--older-than", "0", "--dry-run"]);
     assert_eq!(code, Some(1), "a dry run that finds orphans exits 1: {err}");
-    assert!(!r["destroyed"][0]["planned"].as_array().unwrap().is_empty(), "{r}");
-    assert!(r["unledgered"]["planned"].as_array().unwrap().len() >= 5, "{r}");
-    assert_eq!(inventory(), before, "a dry run changed the machine");
+    let planned = r["destroyed"].as_array().unwrap().iter().find(|d| d["session"] == orphan.id.as_str()).unwrap()["planned"].clone();
+    assert!(!planned.as_array().unwrap().is_empty(), "{r}");
+    let unl = r["unledgered"]["planned"].to_string();
+    for what in [&stray.link, &stray.mount.display().to_string(), &stray.cgroup.display().to_string(), &stray.slot.display().to_string(), &stray.init.to_string()] {
+        assert!(unl.contains(what.as_str()), "the plan misses {what}: {r}");
+    }
+    assert_eq!(before.processes.len(), 6, "two inits with two children each: {before:?}");
+    assert_eq!(snap(), before, "a dry run changed the machine");
     assert_eq!(std::fs::read(&seen).ok(), seen_before, "a dry run wrote the seen file");
     assert!(orphan.missing(9).is_empty());
     let (code, r, err) = sweep(&["--older-than", "0"]);
     orphan.reap();
     stray.reap();
-    assert_eq!(code, Some(0), "{err}\n{r}");
+    assert_swept(code, &r, &err, &tags);
     assert_eq!(stray.present(), Vec::<String>::new());
 }
 
@@ -542,7 +605,7 @@ fn unledgered_objects_wait_for_the_grace_period() {
     let _l = session_lock();
     let mut stray = Stray::new();
     let (code, r, err) = sweep(&[]);
-    assert_eq!(code, Some(0), "objects within the grace period are not counted as left: {err}");
+    assert_swept(code, &r, &err, &[&stray.tag]);
     assert_eq!(stray.present().len(), 5, "the default grace period spares young objects: {r}");
     assert!(r["unledgered"]["waiting"].as_array().unwrap().len() >= 5, "{r}");
     // Links, mounts, cgroups and slots have no kernel age: the first sweep that sees them starts the clock.
@@ -551,7 +614,7 @@ fn unledgered_objects_wait_for_the_grace_period() {
     std::thread::sleep(Duration::from_millis(2100));
     let (code, r, err) = sweep(&["--older-than", "2"]);
     stray.reap();
-    assert_eq!(code, Some(0), "{err}");
+    assert_swept(code, &r, &err, &[&stray.tag]);
     assert_eq!(stray.present(), Vec::<String>::new(), "{r}");
 }
 
@@ -566,13 +629,13 @@ fn a_session_being_created_by_a_live_tool_is_spared() {
     let l = Ledger::open(&h.dir).unwrap();
     l.append(&drums::ledger::Entry::Phase { t: drums::state::now(), phase: "creating".into(), by }).unwrap();
     let (code, r, err) = sweep(&["--older-than", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    assert_swept(code, &r, &err, &[h.tag()]);
     assert_eq!(h.missing(1), Vec::<String>::new(), "{r}");
     let _ = holder.kill();
     let _ = holder.wait();
     let (code, r, err) = sweep(&["--older-than", "0"]);
     h.reap();
-    assert_eq!(code, Some(0), "{err}");
+    assert_swept(code, &r, &err, &[h.tag()]);
     assert_eq!(leftovers(&h), Vec::<String>::new(), "once its creator is gone it is an orphan: {r}");
 }
 
@@ -586,6 +649,6 @@ fn expired_time_to_live_is_an_orphan() {
     std::thread::sleep(Duration::from_millis(1100));
     let (code, r, err) = sweep(&["--older-than", "0", "--ttl", "1"]);
     h.reap();
-    assert_eq!(code, Some(0), "{err}");
+    assert_swept(code, &r, &err, &[h.tag()]);
     assert_eq!(leftovers(&h), Vec::<String>::new(), "{r}");
 }

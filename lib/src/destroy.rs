@@ -149,10 +149,9 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
     }
 
     let mut ordered = live.clone();
-    ordered.sort_by_key(|(r, _)| order(r));
-    // Mounts and directories deepest first within their group: an outer one cannot go while an inner
-    // one is there.
-    ordered.sort_by(|(a, _), (b, _)| order(a).cmp(&order(b)).then(depth(b).cmp(&depth(a))));
+    // Within a group, deepest first (an outer mount or directory cannot go while an inner one is there),
+    // then newest first (an overlay goes before the tmpfs that holds its upper layer).
+    ordered.sort_by(|(a, ta), (b, tb)| order(a).cmp(&order(b)).then(depth(b).cmp(&depth(a))).then(tb.total_cmp(ta)));
 
     for (res, t) in ordered {
         if opts.dry_run {
@@ -323,7 +322,12 @@ fn remove(res: &Resource, created_t: f64, state_dir: &Path, opts: &DestroyOption
                 Err(e) => Err(Fail { reason: format!("link {name}: delete: {e}"), errno: e.raw_os_error() }),
             }
         }
-        Resource::Cgroup { path } => remove_cgroup(path, opts.busy_wait),
+        Resource::Cgroup { path } => {
+            if !path.exists() {
+                return Ok(Done::Gone("no such cgroup directory".into()));
+            }
+            crate::cgroup::remove_path(path).map(|_| Done::Removed).map_err(|e| Fail { errno: errno_of(&e), reason: e.to_string() })
+        }
         Resource::Slot { path, .. } => {
             fsops::confined(path).map_err(Fail::msg)?;
             if let Some(other) = claimed_later(res, created_t, state_dir) {
@@ -427,8 +431,18 @@ fn cgroup_confined(path: &Path) -> Result<(), String> {
     }
 }
 
-/// Remove a cgroup directory and any below it (deepest first), retrying while the kernel still counts
-/// exiting processes in it; then the `drums` parent if that is now empty.
+fn errno_of(e: &Error) -> Option<i32> {
+    match e {
+        Error::Io { source, .. } => source.raw_os_error(),
+        Error::WithCleanup { cause, .. } => errno_of(cause),
+        _ => None,
+    }
+}
+
+/// Remove an unledgered cgroup directory and any below it (deepest first), retrying while the kernel still
+/// counts exiting processes in it; then the `drums` parent if that is now empty. Ledgered session cgroups
+/// go through drums::cgroup::remove_path instead, which accepts only `.../drums/<session id>`; a leftover
+/// below `drums` may have any name and children of its own.
 fn remove_cgroup(path: &Path, busy_wait: Duration) -> Result<Done, Fail> {
     cgroup_confined(path).map_err(Fail::msg)?;
     if !path.exists() {

@@ -5,8 +5,9 @@
 //!   it is alive (a live tool is at work), and while its ledger was written to less than the grace period
 //!   (`older_than`) ago (between two stages of a pipeline no tool holds it);
 //! - an orphan when its time to live has expired; when its holder is gone (the owner, or the taker after a
-//!   `taken` phase) unless it is `parked` in a warm pool; when it holds resources but no live init
-//!   (half-created, or its init died); or when it has no readable ledger at all.
+//!   `taken` phase) unless it is `parked` in a warm pool; when the tool that was creating or restoring it
+//!   died midway; when it holds resources but no live init (half-created, or its init died); or when it
+//!   has no readable ledger at all.
 //!
 //! Unledgered leftovers are kernel objects that carry Drums' names but that no ledger claims: links named
 //! `drums*`, mounts below the state root outside any ledgered session directory, directories below a
@@ -213,6 +214,10 @@ fn judge(dir: &Path, now: f64, opts: &SweepOptions) -> (bool, String) {
         if now > created + ttl as f64 {
             return (true, format!("time to live of {ttl} s expired {:.0} s ago", now - created - ttl as f64));
         }
+    }
+    if let Some((p @ ("creating" | "restoring"), by, _)) = phase {
+        // The live-holder case returned above: the tool that was making it died midway.
+        return (true, format!("{p} was interrupted: pid {} is gone", by.pid));
     }
     match phase {
         Some(("parked", _, _)) => {}

@@ -1,0 +1,398 @@
+//! Fault injection with the real tools: each stage is killed with SIGKILL midway, together with the
+//! session's owner (a crashed supervisor), and one orphan sweep must leave nothing of Drums behind; the
+//! next session then gets the same address slot and veth name and starts (the source report's "Can't
+//! restore link: -17 (File exists)" came from a leaked link under a reused name). Then the sweep runs in a
+//! loop while sessions are created, and must kill none of the live ones.
+
+use drums_tests::*;
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A stand-in supervisor: the session's owner (DRUMS_OWNER). Killing it is the crash.
+struct Owner(Child);
+impl Owner {
+    fn new() -> Owner {
+        Owner(Command::new("sleep").arg("100000").stdin(Stdio::null()).spawn().unwrap())
+    }
+    fn pid(&self) -> String {
+        self.0.id().to_string()
+    }
+    fn crash(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.crash();
+    }
+}
+
+fn tool_cmd(name: &str, args: &[&str], owner: &Owner) -> Command {
+    let mut c = Command::new(tool(name));
+    c.args(args).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner.pid()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// Run one stage to the end; its output record.
+fn stage(name: &str, args: &[&str], input: &str, owner: &Owner) -> String {
+    let mut c = tool_cmd(name, args, owner).spawn().unwrap();
+    c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+fn ledger_lines(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("ledger.jsonl")).map(|s| s.lines().count()).unwrap_or(0)
+}
+
+fn session_dirs() -> Vec<PathBuf> {
+    std::fs::read_dir(drums::state::sessions_root()).into_iter().flatten().flatten().map(|e| e.path()).collect()
+}
+
+/// When to kill the tool.
+#[derive(Clone, Copy, Debug)]
+enum KillAt {
+    /// Once the session's ledger has grown by this many lines since the tool started (for the first stage,
+    /// counted from the ledger's creation).
+    LedgerLine(usize),
+    /// After this long.
+    Millis(u64),
+}
+
+/// Start a stage and SIGKILL it at `at`. Returns the state directory it worked on (None if it never made
+/// one) and whether it was still running when killed.
+fn kill_midway(name: &str, args: &[&str], input: &str, owner: &Owner, known_dir: Option<&Path>, at: KillAt) -> (Option<PathBuf>, bool) {
+    let base = known_dir.map(ledger_lines).unwrap_or(0);
+    let mut c = tool_cmd(name, args, owner).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    {
+        let mut i = c.stdin.take().unwrap();
+        let _ = i.write_all(input.as_bytes());
+    }
+    let t0 = Instant::now();
+    let mut dir = known_dir.map(Path::to_path_buf);
+    let running = loop {
+        if let Ok(Some(_)) = c.try_wait() {
+            break false;
+        }
+        if dir.is_none() {
+            dir = session_of(owner).map(|(_, d)| d);
+        }
+        let due = match at {
+            KillAt::LedgerLine(k) => dir.as_deref().is_some_and(|d| ledger_lines(d) >= base + k),
+            KillAt::Millis(ms) => t0.elapsed() >= Duration::from_millis(ms),
+        };
+        if due {
+            break true;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{name} neither finished nor reached {at:?} in 60 s");
+        std::hint::spin_loop();
+    };
+    let _ = c.kill();
+    let _ = c.wait();
+    if dir.is_none() {
+        dir = session_of(owner).map(|(_, d)| d);
+    }
+    (dir, running)
+}
+
+/// One orphan sweep with no grace period. It must leave nothing that names one of `tags`; exit 1 is accepted
+/// only for objects of others (tests with their own state root make Drums-named cgroups this sweep cannot
+/// tell from leftovers, and their busy ones stay).
+fn sweep_orphans(tags: &[&str]) -> Value {
+    let o = run("drums-sweep", &["--orphans", "--older-than", "0"], "");
+    let r: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("sweep report ({e}): {}{}", text(&o.stdout), text(&o.stderr)));
+    let mut left: Vec<String> = r["unledgered"]["left"].as_array().into_iter().flatten().map(|x| x.to_string()).collect();
+    for d in r["destroyed"].as_array().into_iter().flatten() {
+        left.extend(d["left"].as_array().into_iter().flatten().map(|x| x.to_string()));
+    }
+    assert!(!left.iter().any(|l| tags.iter().any(|t| l.contains(t))), "the sweep left this test's objects: {left:#?}");
+    match o.status.code() {
+        Some(0) => {}
+        Some(1) if !left.is_empty() => eprintln!("note: the sweep left objects of others: {left:?}"),
+        c => panic!("sweep exit {c:?}: {r}\n{}", text(&o.stderr)),
+    }
+    r
+}
+
+/// PID namespaces of the live inits every ledger on the machine names: the sessions of others (other tests,
+/// other people) that happen to be running, whose processes are not ours to count.
+fn ledgered_pidns() -> Vec<u64> {
+    let mut v = vec![];
+    for d in session_dirs() {
+        let Ok(c) = drums::ledger::read_file(&d.join("ledger.jsonl")) else { continue };
+        for r in c.live() {
+            if let drums::ledger::Resource::Process { pid, start_time, init: true, .. } = r {
+                if drums::proc::alive(pid, start_time) {
+                    v.extend(drums::proc::ns_inode(pid, "pid").ok());
+                }
+            }
+        }
+    }
+    v
+}
+
+/// What one session (`id`, `dir`, `link`) left, plus processes outside the host PID namespace that are
+/// new since `before` and belong to no ledgered session. Others may run sessions on this machine at the same
+/// time, so the whole-machine inventory cannot be asked to be empty; this is as strict as it can be.
+/// Waits up to 5 s for the kernel to let go (a veth's namespace is freed asynchronously).
+fn left_by(before: &Inventory, id: Option<&str>, dir: Option<&Path>, link: Option<&str>) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let inv = inventory();
+        let mut left = vec![];
+        if let Some(id) = id {
+            left.extend(inv.mounts.iter().filter(|m| m.contains(id)).map(|m| format!("mount {m}")));
+            left.extend(inv.cgroups.iter().filter(|c| c.contains(id)).map(|c| format!("cgroup {c}")));
+        }
+        if let Some(l) = link {
+            left.extend(inv.links.iter().filter(|x| *x == l).map(|x| format!("link {x}")));
+        }
+        if let Some(d) = dir {
+            if d.exists() {
+                left.push(format!("state directory {}", d.display()));
+            }
+        }
+        let theirs = ledgered_pidns();
+        for p in inv.new_since(before).processes {
+            let pid: i32 = p.split(' ').next().unwrap().parse().unwrap();
+            if drums::proc::ns_inode(pid, "pid").is_ok_and(|ns| !theirs.contains(&ns)) {
+                left.push(format!("process {p}"));
+            }
+        }
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The session whose ledger names `owner` as its owner.
+fn session_of(owner: &Owner) -> Option<(String, PathBuf)> {
+    let pid: i32 = owner.pid().parse().unwrap();
+    session_dirs().into_iter().find_map(|d| {
+        let c = drums::ledger::read_file(&d.join("ledger.jsonl")).ok()?;
+        let (id, o, ..) = c.owner()?;
+        (o.pid == pid).then(|| (id.to_string(), d.clone()))
+    })
+}
+
+/// Make a fresh session with overlay and namespaces, check it got `want_if` (when given), destroy it.
+fn next_session_starts(want_if: Option<&str>) {
+    let owner = Owner::new();
+    let s1 = stage("drums-overlay", &["create"], "", &owner);
+    let s2 = stage("drums-ns", &["create"], &s1, &owner);
+    let rec: Value = serde_json::from_str(s2.trim()).unwrap();
+    let host_if = rec["net"]["host_if"].as_str().unwrap().to_string();
+    let o = run("drums-sweep", &[], &s2);
+    assert_eq!(o.status.code(), Some(0), "destroying the next session: {}", text(&o.stderr));
+    if let Some(w) = want_if {
+        // The slot allocator takes the lowest free slot, and others may hold lower ones, so the next session
+        // need not get the freed name: prove the name is free by creating a link with it.
+        if host_if != w {
+            let o = Command::new("ip").args(["link", "add", w, "type", "dummy"]).output().unwrap();
+            assert!(o.status.success(), "the freed link name {w} cannot be created again: {}", text(&o.stderr));
+            let _ = Command::new("ip").args(["link", "del", w]).status();
+        }
+    }
+}
+
+/// The link name a killed session's ledger holds, if it got that far.
+fn ledgered_link(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("ledger.jsonl")).ok()?;
+    text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find_map(|v| (v["res"]["kind"] == "link").then(|| v["res"]["name"].as_str().unwrap().to_string()))
+}
+
+struct Case {
+    stage: &'static str,
+    at: KillAt,
+}
+
+fn run_case(case: &Case) -> bool {
+    let before = inventory();
+    let mut owner = Owner::new();
+    let (input, known) = match case.stage {
+        "overlay" => (String::new(), None),
+        "namespaces" | "network" => {
+            let s1 = stage("drums-overlay", &["create"], "", &owner);
+            let dir: Value = serde_json::from_str(s1.trim()).unwrap();
+            let d = PathBuf::from(dir["state_dir"].as_str().unwrap());
+            (s1, Some(d))
+        }
+        "cgroup" | "desktop" => {
+            let s1 = stage("drums-overlay", &["create"], "", &owner);
+            let s2 = stage("drums-ns", &["create"], &s1, &owner);
+            let v: Value = serde_json::from_str(s2.trim()).unwrap();
+            let d = PathBuf::from(v["state_dir"].as_str().unwrap());
+            (s2, Some(d))
+        }
+        other => panic!("no stage {other}"),
+    };
+    let (tool_name, args): (&str, &[&str]) = match case.stage {
+        "overlay" => ("drums-overlay", &["create"]),
+        "namespaces" | "network" => ("drums-ns", &["create"]),
+        "cgroup" => ("drums-cgroup", &["create"]),
+        "desktop" => ("drums-desktop", &["start"]),
+        _ => unreachable!(),
+    };
+    let (dir, running) = kill_midway(tool_name, args, &input, &owner, known.as_deref(), case.at);
+    let id = dir.as_deref().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned());
+    owner.crash();
+    let link = dir.as_deref().and_then(ledgered_link);
+    let tag = id.as_deref().map(|i| i[2..].to_string()).unwrap_or_else(|| "no-session".into());
+    let r = sweep_orphans(&[&tag]);
+    let left = left_by(&before, id.as_deref(), dir.as_deref(), link.as_deref());
+    assert!(left.is_empty(), "{} killed at {:?}: the sweep left {left:?}\nreport: {r}", case.stage, case.at);
+    next_session_starts(link.as_deref());
+    let left = left_by(&before, None, None, None);
+    assert!(left.is_empty(), "after the next session: {left:?}");
+    running
+}
+
+#[test]
+fn a_stage_killed_midway_is_swept_completely_and_the_next_session_starts() {
+    require_root();
+    let _l = session_lock();
+    // Lines each stage writes to the ledger: overlay create 4 (owner, phase, two mounts), ns create 5
+    // (phase, slot, link, init, phase live: namespaces before the init exists, network after), cgroup
+    // create one per hierarchy. drums-desktop writes none (its processes live in the session's PID
+    // namespace), so it is killed by time: Xvfb starting, openbox and the guest, Chromium.
+    let mut cases = vec![];
+    for k in 1..=4 {
+        cases.push(Case { stage: "overlay", at: KillAt::LedgerLine(k) });
+    }
+    for k in 1..=3 {
+        cases.push(Case { stage: "namespaces", at: KillAt::LedgerLine(k) });
+    }
+    for k in 4..=5 {
+        cases.push(Case { stage: "network", at: KillAt::LedgerLine(k) });
+    }
+    let hierarchies = drums::destroy::cgroup_mounts().len();
+    for k in 1..=hierarchies.min(5) {
+        cases.push(Case { stage: "cgroup", at: KillAt::LedgerLine(k) });
+    }
+    for ms in [100, 600, 1500] {
+        cases.push(Case { stage: "desktop", at: KillAt::Millis(ms) });
+    }
+    let mut killed_running = std::collections::BTreeMap::<&str, usize>::new();
+    for c in &cases {
+        if run_case(c) {
+            *killed_running.entry(c.stage).or_default() += 1;
+        }
+    }
+    // A kill that came after the tool had finished proves nothing: every stage must have been hit midway.
+    for s in ["overlay", "namespaces", "network", "cgroup", "desktop"] {
+        assert!(killed_running.get(s).copied().unwrap_or(0) > 0, "no {s} tool was still running when killed: {killed_running:?}");
+    }
+}
+
+/// Sessions are created (overlay, namespaces, cgroups) and destroyed in a loop, a few alive at a time, while
+/// orphan sweeps run back to back with a one-second grace period; some sessions are orphaned on purpose
+/// (owner killed). No live session may lose anything; every orphan must go.
+#[test]
+fn sweeps_in_a_loop_never_kill_live_sessions() {
+    require_root();
+    let _l = session_lock();
+    let before = inventory();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sweeper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0;
+            let mut orphans_destroyed = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let o = run("drums-sweep", &["--orphans", "--older-than", "1"], "");
+                let r: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap_or(Value::Null);
+                orphans_destroyed += r["destroyed"].as_array().map(|a| a.len()).unwrap_or(0);
+                n += 1;
+            }
+            (n, orphans_destroyed)
+        })
+    };
+    let iterations = 30;
+    let mut alive: std::collections::VecDeque<(Owner, String)> = Default::default();
+    let mut orphaned = vec![];
+    let mut failures = vec![];
+    let mut all_recs = vec![];
+    for i in 0..iterations {
+        let owner = Owner::new();
+        let s1 = stage("drums-overlay", &["create"], "", &owner);
+        let s2 = stage("drums-ns", &["create"], &s1, &owner);
+        let s3 = stage("drums-cgroup", &["create"], &s2, &owner);
+        let v: Value = serde_json::from_str(s3.trim()).unwrap();
+        let dir = PathBuf::from(v["state_dir"].as_str().unwrap());
+        all_recs.push(s3.clone());
+        if i % 7 == 3 {
+            let mut owner = owner;
+            owner.crash();
+            orphaned.push(dir);
+            continue;
+        }
+        alive.push_back((owner, s3));
+        if alive.len() > 4 {
+            let (_owner, rec) = alive.pop_front().unwrap();
+            failures.extend(check_intact(&rec));
+            let o = run("drums-sweep", &[], &rec);
+            assert_eq!(o.status.code(), Some(0), "destroy: {}", text(&o.stderr));
+        }
+    }
+    // Long enough that every live session has been judged on its liveness, not spared by the grace period.
+    std::thread::sleep(Duration::from_millis(2500));
+    for (_owner, rec) in &alive {
+        failures.extend(check_intact(rec));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (sweeps, destroyed) = sweeper.join().unwrap();
+    for (_owner, rec) in alive.drain(..) {
+        let o = run("drums-sweep", &[], &rec);
+        assert_eq!(o.status.code(), Some(0), "destroy: {}", text(&o.stderr));
+    }
+    let ids: Vec<String> = all_recs.iter().map(|r| serde_json::from_str::<Value>(r.trim()).unwrap()["id"].as_str().unwrap()[2..].to_string()).collect();
+    let r = sweep_orphans(&ids.iter().map(String::as_str).collect::<Vec<_>>());
+    eprintln!("{iterations} sessions created, {} orphaned on purpose; {sweeps} concurrent sweeps destroyed {destroyed} orphans", orphaned.len());
+    assert!(failures.is_empty(), "live sessions were harmed while {sweeps} sweeps ran: {failures:#?}");
+    assert!(sweeps >= 10, "only {sweeps} sweeps ran during the loop");
+    for d in &orphaned {
+        assert!(!d.exists(), "orphan {} survived the sweeps: {r}", d.display());
+    }
+    assert!(destroyed >= orphaned.len(), "the concurrent sweeps destroyed {destroyed} orphans of {}", orphaned.len());
+    for rec in &all_recs {
+        let v: Value = serde_json::from_str(rec.trim()).unwrap();
+        let left = left_by(&before, v["id"].as_str(), Some(Path::new(v["state_dir"].as_str().unwrap())), v["net"]["host_if"].as_str());
+        assert!(left.is_empty(), "left: {left:?}");
+    }
+}
+
+/// What a live session has lost: its init, its link, its mounts, its cgroups, its ledger.
+fn check_intact(rec: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(rec.trim()).unwrap();
+    let id = v["id"].as_str().unwrap();
+    let mut bad = vec![];
+    let pid = v["ns"]["init_pid"].as_i64().unwrap() as i32;
+    let st = v["ns"]["init_start_time"].as_u64().unwrap();
+    if !drums::proc::alive(pid, st) {
+        bad.push(format!("{id}: init {pid} is gone"));
+    }
+    let inv = inventory();
+    let host_if = v["net"]["host_if"].as_str().unwrap();
+    if !inv.links.iter().any(|l| l == host_if) {
+        bad.push(format!("{id}: link {host_if} is gone"));
+    }
+    for m in ["merged", "tmpfs"] {
+        let p = v["overlay"][m].as_str().unwrap();
+        if !inv.mounts.iter().any(|x| x == p) {
+            bad.push(format!("{id}: mount {p} is gone"));
+        }
+    }
+    if !inv.cgroups.iter().any(|c| c.ends_with(id)) {
+        bad.push(format!("{id}: its cgroups are gone"));
+    }
+    if !Path::new(v["state_dir"].as_str().unwrap()).join("ledger.jsonl").is_file() {
+        bad.push(format!("{id}: ledger is gone"));
+    }
+    bad
+}
