@@ -120,3 +120,64 @@ fn osworld_task_e0df059f_through_a_real_session() {
     }
     assert_eq!(get(addr, "/platform").text(), "Linux");
 }
+
+/// OSWorld's own client, unchanged (PythonController of the `desktop-env` package, installed by
+/// pipelines/setup.d/osworld-client.sh), pointed at the session's address.
+#[test]
+fn osworld_python_controller_works_against_a_session() {
+    require_root();
+    let client = std::env::var("DRUMS_OSWORLD_CLIENT").unwrap_or_else(|_| "/var/lib/drums/osworld-client".into());
+    assert!(
+        std::path::Path::new(&client).join("desktop_env/controllers/python.py").exists(),
+        "OSWorld's client is not installed in {client}: run pipelines/setup.sh (pipelines/setup.d/osworld-client.sh)"
+    );
+    let _lock = session_lock();
+    let (rec, _destroy) = cold_session();
+    let url = rec["desktop"]["guest_url"].as_str().unwrap();
+    let addr: SocketAddr = url.strip_prefix("http://").unwrap().trim_end_matches('/').parse().unwrap();
+    assert!(wait_for(30, || std::net::TcpStream::connect(addr).is_ok()), "the guest at {url} does not answer");
+    // Everything below is OSWorld's client code; the script only calls it and reports what it returned.
+    let probe = r#"
+import json, sys
+from desktop_env.controllers.python import PythonController
+c = PythonController(vm_ip=sys.argv[1], server_port=int(sys.argv[2]))
+c.retry_interval = 0.5
+out = {}
+shot = c.get_screenshot()
+out["screenshot_is_png"] = bool(shot) and shot[:8] == b"\x89PNG\r\n\x1a\n"
+out["screen_size"] = c.get_vm_screen_size()
+out["platform"] = c.get_vm_platform()
+out["desktop_path"] = c.get_vm_desktop_path()
+out["terminal"] = c.get_terminal_output()
+out["size"] = c.execute_python_command("print(tuple(pyautogui.size()))")
+c.execute_action({"action_type": "CLICK", "x": 300, "y": 200})
+out["position"] = c.execute_python_command("print(tuple(pyautogui.position()))")
+out["run_python"] = c.run_python_script("print(6 * 7)")
+out["run_bash"] = c.run_bash_script("echo note > ~/Desktop/note.txt; whoami")
+out["file"] = (c.get_file("~/Desktop/note.txt") or b"").decode()
+out["tree"] = c.get_vm_directory_tree("/home/user/Desktop")
+at = c.get_accessibility_tree()
+out["accessibility"] = at[:14] if at else None
+print(json.dumps(out))
+"#;
+    let o = Command::new("/usr/bin/python3")
+        .args(["-c", probe, &addr.ip().to_string(), &addr.port().to_string()])
+        .env("PYTHONPATH", &client)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "the OSWorld client failed: {}", text(&o.stderr));
+    let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("{e}: {}", text(&o.stdout)));
+    let (w, h) = (rec["desktop"]["width"].clone(), rec["desktop"]["height"].clone());
+    assert_eq!(v["screenshot_is_png"], true, "{v}");
+    assert_eq!(v["screen_size"], json!({"width": w, "height": h}));
+    assert_eq!(v["platform"], "Linux");
+    assert_eq!(v["desktop_path"], "/home/user/Desktop");
+    assert_eq!(v["terminal"], Value::Null);
+    assert_eq!(v["size"]["output"], format!("({w}, {h})\n"));
+    assert_eq!(v["position"]["output"], "(300, 200)\n");
+    assert_eq!((v["run_python"]["status"].clone(), v["run_python"]["output"].clone()), (json!("success"), json!("42\n")), "{v}");
+    assert_eq!(v["run_bash"]["output"], "user\n", "{v}");
+    assert_eq!(v["file"], "note\n");
+    assert_eq!(v["tree"], json!({"type": "directory", "name": "Desktop", "children": [{"type": "file", "name": "note.txt"}]}));
+    assert_eq!(v["accessibility"], "<desktop-frame");
+}
