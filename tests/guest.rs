@@ -117,6 +117,20 @@ fn launch_screenshot_and_windows_with_a_real_browser() {
     assert_eq!(r.status, 404, "strict matching is case-sensitive and whole: {}", r.text());
     let r = post_json(d.addr, "/setup/activate_window", &json!({"window_name": "chromium", "by_class": true}));
     assert_eq!(r.status, 200, "{}", r.text());
+    let r = request(d.addr, "POST", "/window_size", Some("application/x-www-form-urlencoded"), b"app_class_name=Chromium");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json()["width"].as_u64().unwrap() > 100, "{}", r.text());
+    let r = request(d.addr, "POST", "/window_size", Some("application/x-www-form-urlencoded"), b"app_class_name=no-such-class");
+    assert_eq!(r.status, 404);
+    // Setup steps that wait for their effect.
+    let r = post_json(
+        d.addr,
+        "/setup/execute_with_verification",
+        &json!({"command": ["true"], "verification": {"window_exists": "guest PAGE", "command_success": "test -d /tmp"}, "max_wait_time": 10}),
+    );
+    assert_eq!((r.status, r.json()["verification"].clone()), (200, json!("passed")), "{}", r.text());
+    let r = post_json(d.addr, "/execute_with_verification", &json!({"command": ["true"], "verification": {"command_success": "false"}, "max_wait_time": 1, "check_interval": 0.2}));
+    assert_eq!((r.status, r.json()["status"].clone()), (500, json!("verification_failed")), "{}", r.text());
     let r = post_json(d.addr, "/setup/close_window", &json!({"window_name": "Drums guest page"}));
     assert_eq!((r.status, r.text().as_str()), (200, "Window closed successfully."));
     let gone = wait_for(30, || post_json(d.addr, "/setup/activate_window", &json!({"window_name": "Drums guest page"})).status == 404);

@@ -28,11 +28,14 @@ pub fn router(g: Arc<Guest>) -> Router {
     Router::new()
         .route("/execute", post(execute))
         .route("/setup/execute", post(execute))
+        .route("/execute_with_verification", post(execute_with_verification))
+        .route("/setup/execute_with_verification", post(execute_with_verification))
         .route("/setup/launch", post(launch))
         .route("/screenshot", get(screenshot))
         .route("/platform", get(platform))
         .route("/screen_size", post(screen_size))
         .route("/cursor_position", get(cursor_position))
+        .route("/window_size", post(window_size))
         .route("/terminal", get(terminal))
         .route("/accessibility", get(accessibility))
         .route("/desktop_path", get(desktop_path).post(desktop_path))
@@ -233,6 +236,84 @@ async fn execute(State(g): G, body: Bytes) -> Response {
     }
 }
 
+/// /execute, then poll until `verification` holds: `window_exists` (a client window whose title contains
+/// it, ignoring case) and/or `command_success` (a shell command, as the user, exiting 0 within 5 s).
+async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let (argv, shown) = match parse_command(&g, &m) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let verification = match m.get("verification") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(v)) => v.clone(),
+        Some(v) => return bad(format!("field `verification` must be an object, got {}", kind(v))),
+    };
+    let window = match opt_str(&verification, "window_exists") {
+        Ok(w) => w.map(str::to_string),
+        Err(r) => return r,
+    };
+    let check = match opt_str(&verification, "command_success") {
+        Ok(c) => c.map(str::to_string),
+        Err(r) => return r,
+    };
+    let max_wait = match opt_number(&m, "max_wait_time", 10.0) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let interval = match opt_number(&m, "check_interval", 1.0) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let program = argv[0].clone();
+    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: EXECUTE_TIMEOUT };
+    let o = match exec::run(spec).await {
+        Ok(o) => o,
+        Err(RunError::Spawn(e)) => return json_at(500, json!({"status": "error", "message": os_error_text(&e, &program)})),
+        Err(RunError::Timeout) => {
+            return json_at(500, json!({"status": "error", "message": format!("Command '{shown}' timed out after {} seconds", EXECUTE_TIMEOUT.as_secs())}))
+        }
+    };
+    let (output, error) = (lossy(&o.stdout), lossy(&o.stderr));
+    if window.is_none() && check.is_none() {
+        return json_at(200, json!({"status": "success", "output": output, "error": error, "returncode": o.code}));
+    }
+    let t0 = Instant::now();
+    while t0.elapsed().as_secs_f64() < max_wait {
+        let mut passed = true;
+        if let Some(w) = &window {
+            let (d, w) = (g.display.clone(), w.to_lowercase());
+            let found = blocking(move || x11::windows(&d).map(|l| l.iter().any(|x| x.title.to_lowercase().contains(&w)))).await;
+            passed &= matches!(found, Ok(Ok(true)));
+        }
+        if let Some(c) = &check {
+            let spec = Spec {
+                argv: vec!["/bin/sh".into(), "-c".into(), c.clone()],
+                acct: &g.acct,
+                display: &g.display,
+                cwd: None,
+                merge_stderr: false,
+                timeout: Duration::from_secs(5),
+            };
+            passed &= matches!(exec::run(spec).await, Ok(r) if r.code == 0);
+        }
+        if passed {
+            return json_at(
+                200,
+                json!({"status": "success", "output": output, "error": error, "returncode": o.code, "verification": "passed", "wait_time": t0.elapsed().as_secs_f64()}),
+            );
+        }
+        tokio::time::sleep(Duration::from_secs_f64(interval)).await;
+    }
+    json_at(
+        500,
+        json!({"status": "verification_failed", "output": output, "error": error, "returncode": o.code, "verification": "failed", "wait_time": max_wait}),
+    )
+}
+
 async fn launch(State(g): G, body: Bytes) -> Response {
     let m = match json_object(&body) {
         Ok(m) => m,
@@ -422,6 +503,25 @@ async fn cursor_position(State(g): G) -> Response {
     let d = g.display.clone();
     match blocking(move || x11::pointer(&d)).await {
         Ok(Ok((x, y))) => json_at(200, json!([x, y])),
+        Ok(Err(e)) => json_at(500, json!({"status": "error", "message": e})),
+        Err(r) => r,
+    }
+}
+
+/// Form field `app_class_name`: the size of the first client window whose WM_CLASS has it (ignoring case).
+async fn window_size(State(g): G, req: Request) -> Response {
+    let fields = match form_fields(&g, req).await {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let Some((_, class)) = fields.into_iter().find(|(k, _)| k == "app_class_name") else {
+        return json_at(400, json!({"error": "app_class_name is required"}));
+    };
+    let d = g.display.clone();
+    let c2 = class.clone();
+    match blocking(move || x11::window_size_by_class(&d, &c2)).await {
+        Ok(Ok(Some((w, h)))) => json_at(200, json!({"width": w, "height": h})),
+        Ok(Ok(None)) => json_at(404, json!({"error": format!("no window of class {class}")})),
         Ok(Err(e)) => json_at(500, json!({"status": "error", "message": e})),
         Err(r) => r,
     }

@@ -122,6 +122,8 @@ pub struct Window {
     pub title: String,
     /// WM_CLASS as wmctrl -x shows it: `instance.class`.
     pub class: String,
+    /// WM_CLASS's parts, instance and class.
+    pub class_parts: Vec<String>,
 }
 
 fn atom(conn: &xcb::Connection, name: &str) -> XResult<x::Atom> {
@@ -164,16 +166,27 @@ fn list(conn: &xcb::Connection, root: x::Window) -> XResult<Vec<Window>> {
             .or_else(|| property(conn, w, x::ATOM_WM_NAME))
             .map(|r| String::from_utf8_lossy(r.value::<u8>()).into_owned())
             .unwrap_or_default();
-        let class = property(conn, w, x::ATOM_WM_CLASS)
-            .map(|r| {
-                let parts: Vec<String> =
-                    r.value::<u8>().split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
-                parts.join(".")
-            })
+        let class_parts: Vec<String> = property(conn, w, x::ATOM_WM_CLASS)
+            .map(|r| r.value::<u8>().split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect())
             .unwrap_or_default();
-        out.push(Window { id, title, class });
+        out.push(Window { id, title, class: class_parts.join("."), class_parts });
     }
     Ok(out)
+}
+
+/// The geometry of the first client window whose WM_CLASS (instance or class) equals `class`, ignoring case.
+pub fn window_size_by_class(display: &str, class: &str) -> XResult<Option<(u16, u16)>> {
+    let (conn, root, _, _) = connect(display, false)?;
+    let want = class.to_lowercase();
+    for w in list(&conn, root)? {
+        if w.class_parts.iter().any(|p| p.to_lowercase() == want) {
+            let g = conn
+                .wait_for_reply(conn.send_request(&x::GetGeometry { drawable: x::Drawable::Window(x::Window::new(w.id)) }))
+                .map_err(xerr("GetGeometry"))?;
+            return Ok(Some((g.width(), g.height())));
+        }
+    }
+    Ok(None)
 }
 
 /// wmctrl's matching: a case-insensitive substring by default; with `strict` (-F), the whole string,
@@ -181,7 +194,7 @@ fn list(conn: &xcb::Connection, root: x::Window) -> XResult<Vec<Window>> {
 pub fn matches(w: &Window, name: &str, strict: bool, by_class: bool) -> bool {
     let hay = if by_class { &w.class } else { &w.title };
     if strict {
-        hay == name || (by_class && hay.split('.').any(|p| p == name))
+        hay == name || (by_class && w.class_parts.iter().any(|p| p == name))
     } else {
         hay.to_lowercase().contains(&name.to_lowercase())
     }
