@@ -64,6 +64,10 @@ fn screen_endpoints_answer_with_the_display() {
     assert!(pos.as_array().is_some_and(|a| a.len() == 2), "{pos}");
     let r = get(d.addr, "/platform");
     assert_eq!((r.status, r.text().as_str()), (200, "Linux"));
+    // A client asking for keep-alive still gets the connection closed after the answer (read_to_end
+    // returns only then).
+    let r = raw(d.addr, b"GET /platform HTTP/1.1\r\nHost: guest\r\n\r\n");
+    assert_eq!((r.status, r.header("connection")), (200, Some("close")), "no connection outlives its request");
     let r = get(d.addr, "/terminal");
     assert_eq!(r.json(), json!({"output": null, "status": "success"}));
 

@@ -58,8 +58,11 @@ pub fn router(g: Arc<Guest>) -> Router {
 async fn access_log(req: Request, next: axum::middleware::Next) -> Response {
     let (m, p) = (req.method().clone(), req.uri().path().to_string());
     let t0 = Instant::now();
-    let resp = next.run(req).await;
+    let mut resp = next.run(req).await;
     super::log(&format!("{m} {p} {} {:.0}ms", resp.status().as_u16(), t0.elapsed().as_secs_f64() * 1e3));
+    // One request per connection, as OSWorld's Flask server (HTTP/1.0) does: between requests no
+    // connection stays open, so a checkpoint of the session never holds an established TCP socket.
+    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     resp
 }
 
