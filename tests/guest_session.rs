@@ -74,6 +74,9 @@ fn osworld_task_e0df059f_through_a_real_session() {
     let r = post_json(addr, "/execute", &json!({"command": "id -un; echo $HOME; python --version", "shell": true}));
     assert_eq!(r.json()["output"].as_str().unwrap().lines().take(2).collect::<Vec<_>>(), ["user", "/home/user"], "{}", r.text());
     assert_eq!(get(addr, "/desktop_path").json(), json!({"desktop_path": "/home/user/Desktop"}));
+    // Python in the session starts with the template's clone-hygiene hook installed.
+    let r = post_json(addr, "/execute", &json!({"command": ["python", "-c", "import signal; print(signal.getsignal(signal.SIGUSR1).__qualname__)"]}));
+    assert_eq!(r.json()["output"], "_drums_install_reseed.<locals>.reseed\n", "{}", r.text());
 
     let task: Value = serde_json::from_str(&std::fs::read_to_string(repo_root().join("tests/data/osworld-e0df059f.json")).unwrap()).unwrap();
     assert_eq!(task["id"], "e0df059f-28a6-4169-924f-b9623e7184cc");
