@@ -382,6 +382,10 @@ fn kill(pid: i32, start: u64, init: bool, wait: Duration) -> Result<Done, Fail> 
     }
     // Read before the kill: once the init is gone its namespace can no longer be named through it.
     let pidns = if init { crate::proc::ns_inode(pid, "pid").ok() } else { None };
+    if pidns.is_some() && pidns == crate::proc::ns_inode(std::process::id() as i32, "pid").ok() {
+        // Waiting for "its namespace" to empty would mean waiting for the whole host.
+        return Err(Fail::msg(format!("pid {pid} is listed as a session init but lives in the host's PID namespace: not killed")));
+    }
     let r = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0) };
     if r < 0 {
         let e = std::io::Error::last_os_error();

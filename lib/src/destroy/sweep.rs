@@ -517,3 +517,79 @@ fn process_age(start_ticks: u64) -> f64 {
     let uptime: f64 = std::fs::read_to_string("/proc/uptime").ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(0.0);
     uptime - start_ticks as f64 / hz
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::Ledger;
+    use crate::record::Owner;
+
+    fn opts(grace: u64) -> SweepOptions {
+        SweepOptions { destroy: DestroyOptions::default(), older_than: Duration::from_secs(grace), ttl: None }
+    }
+    fn dir() -> PathBuf {
+        std::env::temp_dir().join(format!("drums-judge-test-{}", crate::state::new_id('d')))
+    }
+    fn dead() -> Owner {
+        // A child that has exited and been reaped: its pid names nobody (or someone with another start time).
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id() as i32;
+        let start_time = crate::proc::start_time(pid).unwrap_or(1);
+        c.wait().unwrap();
+        Owner { pid, start_time }
+    }
+    fn phase(l: &Ledger, p: &str, by: Owner) {
+        l.append(&Entry::Phase { t: crate::state::now(), phase: p.into(), by }).unwrap();
+    }
+    fn verdict(d: &Path, grace: u64) -> (bool, String) {
+        judge(d, crate::state::now(), &opts(grace))
+    }
+
+    #[test]
+    fn the_rules() {
+        let me = crate::proc::me().unwrap();
+        // A live owner with a live init (this process stands in for the init).
+        let d = dir();
+        let l = Ledger::create(&d, "d-1", me.clone(), None).unwrap();
+        l.create_res(Resource::Process { pid: me.pid, start_time: me.start_time, role: "init".into(), init: true }).unwrap();
+        phase(&l, "live", dead());
+        assert!(!verdict(&d, 0).0, "{:?}", verdict(&d, 0));
+        // Young ledgers are left alone whatever they say.
+        let d2 = dir();
+        let l2 = Ledger::create(&d2, "d-2", dead(), None).unwrap();
+        l2.create_res(Resource::Mount { path: "/nonexistent".into() }).unwrap();
+        assert!(!verdict(&d2, 60).0, "within the grace period");
+        assert!(verdict(&d2, 0).1.contains("owner"), "{:?}", verdict(&d2, 0));
+        // A live creator protects even an owner-less, init-less session; once it is gone, it is an orphan.
+        let holder = Owner { pid: me.pid, start_time: me.start_time };
+        phase(&l2, "creating", holder);
+        assert!(!verdict(&d2, 0).0);
+        phase(&l2, "creating", dead());
+        assert!(verdict(&d2, 0).1.contains("interrupted"), "{:?}", verdict(&d2, 0));
+        // Parked: the pool's owner may be gone.
+        phase(&l, "parked", dead());
+        let l3 = Ledger::create(&dir(), "d-3", dead(), None).unwrap();
+        l3.create_res(Resource::Process { pid: me.pid, start_time: me.start_time, role: "init".into(), init: true }).unwrap();
+        phase(&l3, "parked", dead());
+        assert!(!verdict(l3.dir(), 0).0, "{:?}", verdict(l3.dir(), 0));
+        // Taken by a process that is gone.
+        phase(&l3, "taken", dead());
+        assert!(verdict(l3.dir(), 0).1.contains("taken"));
+        // A live owner but an init that is gone: dead session.
+        let l4 = Ledger::create(&dir(), "d-4", me.clone(), None).unwrap();
+        l4.create_res(Resource::Process { pid: dead().pid, start_time: 1, role: "init".into(), init: true }).unwrap();
+        assert!(verdict(l4.dir(), 0).1.contains("init is gone"));
+        // TTL, from the ledger or the default.
+        let l5 = Ledger::create(&dir(), "d-5", me.clone(), Some(0)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(verdict(l5.dir(), 0).1.contains("time to live"));
+        // No ledger: orphan only when old enough.
+        let d6 = dir();
+        std::fs::create_dir_all(&d6).unwrap();
+        assert!(!verdict(&d6, 60).0);
+        assert!(verdict(&d6, 0).0);
+        for x in [d, d2, l3.dir().to_path_buf(), l4.dir().to_path_buf(), l5.dir().to_path_buf(), d6] {
+            std::fs::remove_dir_all(x).unwrap();
+        }
+    }
+}
