@@ -2,7 +2,6 @@
 
 use drums_tests::*;
 use serde_json::Value;
-use std::io::Read;
 use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
@@ -77,7 +76,7 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
 
     // The guest answers from the host on the session's address.
     let guest = rec["desktop"]["guest_url"].as_str().expect("the desktop started the guest");
-    let platform = http_get(&format!("{guest}/platform"));
+    let (_, platform) = http("GET", &format!("{guest}/platform"), None, Duration::from_secs(10));
     assert!(platform.contains("Linux"), "GET /platform: {platform}");
 
     // A listener on the host, on the veth's host address and on 127.0.0.1, cannot be reached from inside.
@@ -108,23 +107,6 @@ pub fn assert_gone(state_dir: &str, host_if: &str, pidns: u64, id: &str) {
     for c in ["cpu", "memory", "pids", "cpuacct", "freezer"] {
         assert!(!std::path::Path::new(&format!("/sys/fs/cgroup/{c}/drums/{id}")).exists(), "cgroup {c}/drums/{id} is left");
     }
-}
-
-fn http_get(url: &str) -> String {
-    let rest = url.strip_prefix("http://").unwrap();
-    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
-    for _ in 0..100 {
-        if let Ok(mut s) = std::net::TcpStream::connect_timeout(&hostport.parse().unwrap(), Duration::from_secs(2)) {
-            use std::io::Write;
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            write!(s, "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n").unwrap();
-            let mut out = String::new();
-            let _ = s.read_to_string(&mut out);
-            return out;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("{url} did not answer within 10 s");
 }
 
 /// SIGKILL a stage at several points of its work; destroying from the ledger alone leaves nothing.

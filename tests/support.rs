@@ -51,7 +51,7 @@ pub fn text(b: &[u8]) -> String {
 }
 
 /// Held while a test runs sessions: sessions on a 2-core machine go one at a time, across test binaries.
-pub struct SessionLock(std::fs::File);
+pub struct SessionLock(#[allow(dead_code)] std::fs::File);
 pub fn session_lock() -> SessionLock {
     std::fs::create_dir_all("/run/drums").unwrap();
     let f = std::fs::OpenOptions::new().create(true).write(true).open("/run/drums/test.lock").unwrap();
@@ -158,4 +158,31 @@ pub fn inventory() -> Inventory {
     inv.cgroups.sort();
     inv.state_dirs.sort();
     inv
+}
+
+/// One HTTP/1.1 request to `url` (http://host:port/path) with an optional JSON body, retried while the
+/// server does not accept connections (up to `wait`). Returns (status, body).
+pub fn http(method: &str, url: &str, json: Option<&serde_json::Value>, wait: std::time::Duration) -> (u16, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http:// URL");
+    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let addr: std::net::SocketAddr = hostport.parse().expect("host:port");
+    let t0 = std::time::Instant::now();
+    let mut s = loop {
+        match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)) {
+            Ok(s) => break s,
+            Err(e) if t0.elapsed() > wait => panic!("{url}: {e}"),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    s.set_read_timeout(Some(std::time::Duration::from_secs(150))).unwrap();
+    let body = json.map(|j| j.to_string()).unwrap_or_default();
+    let ctype = if json.is_some() { "Content-Type: application/json\r\n" } else { "" };
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {hostport}\r\n{ctype}Content-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
 }

@@ -61,12 +61,6 @@ pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
     a
 }
 
-/// The pkey shim and the guest live beside the tools.
-fn beside_me(name: &str) -> Option<PathBuf> {
-    let p = std::env::current_exe().ok()?.parent()?.join(name);
-    p.exists().then_some(p)
-}
-
 /// Start the desktop in a session that has namespaces. Adds `desktop`.
 pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     if session.desktop.is_some() {
@@ -106,14 +100,14 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![])?;
     run("openbox", s(&["openbox", "--sm-disable"]), vec![])?;
     let guest_url = if o.guest {
-        let guest = beside_me("drums-guest").ok_or_else(|| Error::env("drums-guest is not beside drums-desktop (build the workspace)"))?;
+        let guest = crate::stable::beside_me("drums-guest")?;
         run("guest", vec![guest.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone()], vec![])?;
         Some(format!("http://{}:{GUEST_PORT}", net.session_addr))
     } else {
         None
     };
     if o.chromium {
-        let shim = beside_me("libdrums_pkey_shim.so").ok_or_else(|| Error::env("libdrums_pkey_shim.so is not beside drums-desktop (build the workspace)"))?;
+        let shim = crate::stable::beside_me("libdrums_pkey_shim.so")?;
         run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string())])?;
     }
     session.desktop = Some(Desktop {

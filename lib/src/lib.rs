@@ -1,7 +1,9 @@
 //! Drums: the shared library behind the Drums tools. A tool's main parses arguments and calls in here.
 
 pub mod audit;
+pub mod cdp;
 pub mod cgroup;
+pub mod ckpt;
 pub mod cli;
 pub mod criu;
 pub mod desktop;
@@ -15,7 +17,10 @@ pub mod overlay;
 pub mod proc;
 pub mod ready;
 pub mod record;
+pub mod reseed;
+pub mod restore;
 pub mod session_io;
+pub mod stable;
 pub mod state;
 pub mod x11;
 

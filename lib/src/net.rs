@@ -126,14 +126,15 @@ pub fn address_host_end(slot: u32) -> Result<()> {
 }
 
 /// Inside the session's network namespace (entered by a dedicated thread, since setns changes only the
-/// calling thread): rename the peer to `session_if` unless it already has that name, set its MAC, replace
-/// its addresses with the slot's, raise it and `lo`.
-pub fn configure_session_end(init_pid: i32, current_name: &str, slot: u32, mac: &str) -> Result<()> {
+/// calling thread): rename the peer to `session_if` unless it already has that name, set its MAC (when
+/// given), replace its addresses with the slot's, raise it and `lo`.
+pub fn configure_session_end(init_pid: i32, current_name: &str, slot: u32, mac: Option<&str>) -> Result<()> {
     let (_, session_addr) = slot_addrs(slot);
-    let mac = parse_mac(mac)?;
+    let mac = mac.map(parse_mac).transpose()?;
     let nsfile = format!("/proc/{init_pid}/ns/net");
     let ns = std::fs::File::open(&nsfile).ctx("open network namespace", &nsfile)?;
     let current = current_name.to_string();
+    let m_changes = mac.is_some();
     std::thread::spawn(move || -> Result<()> {
         if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
             return Err(Error::io("join network namespace", &nsfile, std::io::Error::last_os_error()));
@@ -144,11 +145,16 @@ pub fn configure_session_end(init_pid: i32, current_name: &str, slot: u32, mac: 
             let idx = link_index(&h, &current).await?.ok_or_else(|| Error::failed(format!("{current} is not in the session")))?;
             // A link must be down to be renamed or to change its MAC.
             h.link().set(LinkUnspec::new_with_index(idx).down().build()).execute().await.map_err(|e| nl_err("lower eth0", e))?;
-            let mut m = LinkUnspec::new_with_index(idx).address(mac);
+            let mut m = LinkUnspec::new_with_index(idx);
+            if let Some(mac) = mac {
+                m = m.address(mac);
+            }
             if current != SESSION_IF {
                 m = m.name(SESSION_IF);
             }
-            h.link().set(m.build()).execute().await.map_err(|e| nl_err("rename eth0 and set its MAC", e))?;
+            if current != SESSION_IF || m_changes {
+                h.link().set(m.build()).execute().await.map_err(|e| nl_err("rename eth0 and set its MAC", e))?;
+            }
             let mut addrs = h.address().get().set_link_index_filter(idx).execute();
             let mut old = vec![];
             while let Some(a) = addrs.try_next().await.map_err(|e| nl_err("list eth0 addresses", e))? {
@@ -170,6 +176,11 @@ pub fn configure_session_end(init_pid: i32, current_name: &str, slot: u32, mac: 
 }
 
 pub const SESSION_IF: &str = "eth0";
+
+/// Give the session's eth0 a new MAC (clone hygiene), keeping its address.
+pub fn set_session_mac(init_pid: i32, slot: u32, mac: &str) -> Result<()> {
+    configure_session_end(init_pid, SESSION_IF, slot, Some(mac))
+}
 
 pub fn net_record(slot: u32, mac: &str) -> Net {
     let (h, s) = slot_addrs(slot);

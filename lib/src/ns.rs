@@ -57,8 +57,8 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
     let host_if = crate::net::host_if_name(slot);
     ledger.create_res(Resource::Link { name: host_if.clone() })?;
     let hostname = opts.hostname.clone().unwrap_or_else(|| session.id.clone());
-    let exe = std::env::current_exe().map_err(|e| Error::failed(format!("find own executable: {e}")))?;
-    let exe = exe.canonicalize().ctx("resolve", &exe)?;
+    // The init runs from an immutable copy, so rebuilding the tools never invalidates a checkpoint.
+    let exe = crate::stable::beside_me("drums-ns")?;
 
     let (pid_r, pid_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
@@ -87,7 +87,7 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
 
             let mac = crate::net::random_mac();
             let (_, peer) = crate::net::create_veth(slot, init_pid)?;
-            crate::net::configure_session_end(init_pid, &peer, slot, &mac)?;
+            crate::net::configure_session_end(init_pid, &peer, slot, Some(&mac))?;
 
             let cfg = InitConfig { merged, hostname: hostname.clone(), exe, session: session.id.clone() };
             let mut go = std::fs::File::from(go_w);

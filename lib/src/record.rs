@@ -151,6 +151,82 @@ pub struct Session {
     pub extra: Map<String, Value>,
 }
 
+
+/// A memory range marked MADV_WIPEONFORK in a checkpointed process: CRIU restores it with its contents,
+/// so drums-reseed zeroes it as fork would have.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WipeRange {
+    /// PID inside the session (the same after restore).
+    pub pid: i32,
+    pub comm: String,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// What a checkpoint remembers of the session it was taken from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckpointSource {
+    pub session: String,
+    pub hostname: String,
+    pub session_addr: String,
+    /// MAC of the source's eth0: restored siblings keep it until drums-reseed gives them their own.
+    pub session_mac: String,
+    pub desktop: Desktop,
+}
+
+/// A checkpoint: CRIU images and a read-only layer on disk, restorable after its source is gone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    /// `$DRUMS_CHECKPOINT_DIR/<id>`: holds `images/`, `layer/` and `checkpoint.json` (this record).
+    pub dir: PathBuf,
+    pub images: PathBuf,
+    /// The source session's upper directory as it was while its processes were frozen.
+    pub layer: PathBuf,
+    /// The source's read-only layers (template), topmost first, below `layer`.
+    pub layers: Vec<PathBuf>,
+    /// Bytes of the CRIU images.
+    pub image_bytes: u64,
+    /// Bytes of the checkpoint layer.
+    pub layer_bytes: u64,
+    /// Seconds the CRIU dump took (the criu process, wall clock).
+    pub dump_s: f64,
+    pub criu_version: String,
+    pub kernel: String,
+    /// The source's composition manifest (desktop.manifest).
+    pub manifest: Map<String, Value>,
+    /// Declared clean: its browser state may be erased by drums-reseed.
+    pub clean: bool,
+    pub created_at: f64,
+    pub source: CheckpointSource,
+    pub wipe: Vec<WipeRange>,
+    /// The CRIU options the dump used.
+    pub criu_options: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Checkpoint {
+    pub fn parse(line: &str) -> Result<Checkpoint> {
+        let c: Checkpoint = from_value(parse_line(line, CHECKPOINT)?)?;
+        crate::state::check_id(&c.id).map_err(|m| Error::bad_field("id", m))?;
+        let expected = crate::state::checkpoint_root().join(&c.id);
+        if c.dir != expected {
+            return Err(Error::bad_field("dir", format!("{} is not {} (where checkpoint {} lives)", c.dir.display(), expected.display(), c.id)));
+        }
+        if c.images != c.dir.join("images") || c.layer != c.dir.join("layer") {
+            return Err(Error::bad_field("images", "images and layer must be the checkpoint directory's images/ and layer/"));
+        }
+        if c.layers.iter().enumerate().any(|(i, l)| *l != c.dir.join("layers").join(i.to_string())) {
+            return Err(Error::bad_field("layers", "layers must be the checkpoint directory's layers/0, layers/1, ..."));
+        }
+        Ok(c)
+    }
+}
+
 pub const SESSION: &str = "session";
 pub const CHECKPOINT: &str = "checkpoint";
 

@@ -1,14 +1,30 @@
-//! drums-ckpt: not implemented yet (see its issue); it says so and exits with code 7.
+//! drums-ckpt: checkpoint a ready session with CRIU.
 use clap::Parser;
+use drums::cli;
+use std::path::PathBuf;
 
-/// Not implemented yet: this tool says so and exits 7.
+/// Dump the session on stdin with CRIU into a checkpoint (images and a read-only layer under
+/// $DRUMS_CHECKPOINT_DIR) and print the checkpoint record. Without --leave-running the source session is
+/// destroyed after the dump.
 #[derive(Parser)]
-#[command(name = "drums-ckpt", version = drums::cli::VERSION_TEXT)]
+#[command(name = "drums-ckpt", version = cli::VERSION_TEXT)]
 struct Args {
-    /// Input records (default: stdin).
-    input: Option<std::path::PathBuf>,
+    /// Keep the source session running after the dump.
+    #[arg(long)]
+    leave_running: bool,
+    /// Declare the checkpoint clean: its browser state (cookies, storage, the page's renderer) may be
+    /// erased by drums-reseed. Without it, restored siblings keep the browser state by design.
+    #[arg(long)]
+    clean: bool,
+    /// Record file (default: stdin).
+    input: Option<PathBuf>,
 }
 
 fn main() {
-    drums::cli::run("drums-ckpt", |_a: Args| Err(drums::Error::NotImplemented("drums-ckpt".into())))
+    cli::run("drums-ckpt", |a: Args| {
+        let s = cli::read_session(a.input.as_deref())?;
+        cli::require_root()?;
+        let c = drums::ckpt::checkpoint(&s, &drums::ckpt::CkptOptions { leave_running: a.leave_running, clean: a.clean })?;
+        cli::emit(&c)
+    })
 }

@@ -1,0 +1,153 @@
+//! A small synchronous client of Chromium's DevTools protocol, reached on the session's loopback: the
+//! TCP connection is opened by a thread that joined the session's network namespace, and then used from
+//! any thread.
+
+use crate::error::{Error, Result};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use tungstenite::{Message, WebSocket};
+
+pub struct Cdp {
+    ws: WebSocket<TcpStream>,
+    next_id: u64,
+    /// Events received while waiting for replies, oldest first.
+    pending: Vec<Value>,
+}
+
+/// Open a TCP connection to 127.0.0.1:`port` inside the network namespace of `init_pid`.
+pub fn connect_in_netns(init_pid: i32, port: u16, timeout: Duration) -> Result<TcpStream> {
+    std::thread::spawn(move || -> Result<TcpStream> {
+        crate::x11::join_netns(init_pid)?;
+        let t0 = Instant::now();
+        loop {
+            match TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)) {
+                Ok(s) => return Ok(s),
+                Err(e) if t0.elapsed() > timeout => return Err(Error::failed(format!("connect to 127.0.0.1:{port} in the session: {e}"))),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    })
+    .join()
+    .map_err(|_| Error::failed("the connecting thread panicked"))?
+}
+
+fn http_get_json(mut s: TcpStream, path: &str) -> Result<Value> {
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let err = |e: &dyn std::fmt::Display| Error::failed(format!("DevTools {path}: {e}"));
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").map_err(|e| err(&e))?;
+    // Chromium's DevTools server keeps the connection open: read the headers, then Content-Length bytes.
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let body_start = loop {
+        let n = s.read(&mut chunk).map_err(|e| err(&e))?;
+        if n == 0 {
+            return Err(err(&"connection closed before the headers ended"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let headers = String::from_utf8_lossy(&buf[..body_start]).to_ascii_lowercase();
+    let len: usize = headers
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| err(&"no Content-Length"))?;
+    while buf.len() < body_start + len {
+        let n = s.read(&mut chunk).map_err(|e| err(&e))?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    serde_json::from_slice(&buf[body_start..(body_start + len).min(buf.len())]).map_err(|e| err(&format!("not JSON ({e})")))
+}
+
+impl Cdp {
+    /// Connect to the browser target of the Chromium in a session.
+    pub fn connect(init_pid: i32, port: u16, timeout: Duration) -> Result<Cdp> {
+        let version = http_get_json(connect_in_netns(init_pid, port, timeout)?, "/json/version")?;
+        let url = version["webSocketDebuggerUrl"].as_str().ok_or_else(|| Error::failed("DevTools /json/version has no webSocketDebuggerUrl"))?.to_string();
+        let stream = connect_in_netns(init_pid, port, timeout)?;
+        stream.set_read_timeout(Some(Duration::from_secs(15))).ok();
+        let (ws, _) = tungstenite::client(url.as_str(), stream).map_err(|e| Error::failed(format!("DevTools websocket {url}: {e}")))?;
+        Ok(Cdp { ws, next_id: 1, pending: vec![] })
+    }
+
+    /// Send a command (to a flattened target session when `session` is given) and wait for its reply.
+    pub fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut msg = json!({"id": id, "method": method, "params": params});
+        if let Some(s) = session {
+            msg["sessionId"] = json!(s);
+        }
+        self.ws.send(Message::text(msg.to_string())).map_err(|e| Error::failed(format!("DevTools {method}: {e}")))?;
+        loop {
+            let v = self.read()?;
+            if v.get("id").and_then(Value::as_u64) == Some(id) {
+                if let Some(err) = v.get("error") {
+                    return Err(Error::failed(format!("DevTools {method}: {err}")));
+                }
+                return Ok(v["result"].clone());
+            }
+            if v.get("method").is_some() {
+                self.pending.push(v);
+            }
+        }
+    }
+
+    /// Wait for an event (`method`, on `session` when given), taking it from those already received first.
+    pub fn wait_event(&mut self, session: Option<&str>, method: &str, timeout: Duration) -> Result<Value> {
+        let matches = |v: &Value| v["method"] == method && session.is_none_or(|s| v["sessionId"] == s);
+        if let Some(i) = self.pending.iter().position(matches) {
+            return Ok(self.pending.remove(i));
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < timeout {
+            let v = self.read()?;
+            if matches(&v) {
+                return Ok(v);
+            }
+            if v.get("method").is_some() {
+                self.pending.push(v);
+            }
+        }
+        Err(Error::failed(format!("DevTools: no {method} within {timeout:?}")))
+    }
+
+    fn read(&mut self) -> Result<Value> {
+        loop {
+            match self.ws.read().map_err(|e| Error::failed(format!("DevTools read: {e}")))? {
+                Message::Text(t) => return serde_json::from_str(t.as_str()).map_err(|e| Error::failed(format!("DevTools sent bad JSON: {e}"))),
+                Message::Close(_) => return Err(Error::failed("DevTools closed the connection")),
+                _ => continue,
+            }
+        }
+    }
+
+    /// The first page target and a flattened session attached to it.
+    pub fn attach_page(&mut self) -> Result<(String, String)> {
+        let targets = self.call(None, "Target.getTargets", json!({}))?;
+        let page = targets["targetInfos"]
+            .as_array()
+            .and_then(|a| a.iter().find(|t| t["type"] == "page"))
+            .ok_or_else(|| Error::failed("Chromium has no page target"))?;
+        let target = page["targetId"].as_str().unwrap_or_default().to_string();
+        let r = self.call(None, "Target.attachToTarget", json!({"targetId": target, "flatten": true}))?;
+        let session = r["sessionId"].as_str().ok_or_else(|| Error::failed("attachToTarget gave no sessionId"))?.to_string();
+        Ok((target, session))
+    }
+
+    /// Evaluate a JavaScript expression in a page session and return its value.
+    pub fn eval(&mut self, session: &str, expr: &str) -> Result<Value> {
+        let r = self.call(Some(session), "Runtime.evaluate", json!({"expression": expr, "returnByValue": true, "awaitPromise": true}))?;
+        if let Some(ex) = r.get("exceptionDetails") {
+            return Err(Error::failed(format!("evaluate {expr}: {ex}")));
+        }
+        Ok(r["result"]["value"].clone())
+    }
+}

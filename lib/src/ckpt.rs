@@ -1,0 +1,208 @@
+//! Checkpointing a ready session with CRIU: images and a read-only layer that outlive the session.
+
+use crate::error::{Error, IoContext, Result};
+use crate::ledger::{Ledger, Resource};
+use crate::record::{Checkpoint, CheckpointSource, Session, WipeRange};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+pub const RECORD_FILE: &str = "checkpoint.json";
+
+pub struct CkptOptions {
+    pub leave_running: bool,
+    pub clean: bool,
+}
+
+/// The dump options every Drums session needs (each is explained in drums-ckpt(1)).
+pub fn dump_options() -> Vec<String> {
+    [
+        "--file-locks",
+        "--ghost-limit",
+        "64M",
+        "--irmap-scan-path",
+        "/usr/share/zoneinfo",
+        "--irmap-scan-path",
+        "/usr/share/dbus-1",
+        "--irmap-scan-path",
+        "/etc/dbus-1",
+        "--tcp-established",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+pub fn criu_version() -> Result<String> {
+    let bin = crate::criu::binary();
+    let o = Command::new(&bin).arg("--version").output().map_err(|e| Error::env(format!("CRIU ({}) cannot run: {e}; run pipelines/setup.sh", bin.display())))?;
+    let out = String::from_utf8_lossy(&o.stdout);
+    out.lines().find_map(|l| l.strip_prefix("Version: ")).map(|v| v.trim().to_string()).ok_or_else(|| Error::env(format!("{} --version printed no version", bin.display())))
+}
+
+/// Ranges marked wipe-on-fork (`wf` in VmFlags) in every process of the session.
+pub fn wipe_ranges(session: &Session) -> Result<Vec<WipeRange>> {
+    let ns = session.ns()?;
+    let mut out = vec![];
+    for pid in crate::proc::pids_in_pidns(ns.inodes.pid) {
+        let Ok(smaps) = std::fs::read_to_string(format!("/proc/{pid}/smaps")) else { continue };
+        let Some(ns_pid) = crate::proc::ns_pid(pid) else { continue };
+        let comm = crate::proc::comm(pid);
+        let mut range: Option<(u64, u64)> = None;
+        for line in smaps.lines() {
+            if let Some((a, b)) = line.split_whitespace().next().and_then(|r| r.split_once('-')) {
+                if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
+                    range = Some((a, b));
+                    continue;
+                }
+            }
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                if flags.split_whitespace().any(|f| f == "wf") {
+                    if let Some((start, end)) = range {
+                        out.push(WipeRange { pid: ns_pid, comm: comm.clone(), start, end });
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![p.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+/// Dump the session. The checkpoint is made under a `.partial` name, ledgered in the session as a
+/// directory to remove, and renamed into place only when complete, so a killed or failed dump leaves
+/// nothing once the session is destroyed. Without `leave_running` the source session is destroyed after
+/// a successful dump (CRIU has killed its processes).
+pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
+    let ns = session.ns()?;
+    if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
+        return Err(Error::failed(format!("session {}: its init is gone", session.id)));
+    }
+    let desktop = session.desktop()?.clone();
+    let overlay = session.overlay()?.clone();
+    let version = criu_version()?;
+    let ledger = Ledger::open(&session.state_dir)?;
+    let id = crate::state::new_id('c');
+    let root = crate::state::checkpoint_root();
+    std::fs::create_dir_all(&root).ctx("create directory", &root)?;
+    let partial = root.join(format!("{id}.partial"));
+    ledger.create_res(Resource::Dir { path: partial.clone() })?;
+    let result = dump_into(session, o, &partial, &overlay.upper, &version).and_then(|c| {
+        // The template layers are part of what the processes see: the checkpoint keeps its own copy, so
+        // rebuilding the template later does not change what a restore finds.
+        for (i, l) in overlay.layers.iter().enumerate() {
+            let to = partial.join("layers").join(i.to_string());
+            std::fs::create_dir_all(to.parent().unwrap()).ctx("create directory", &to)?;
+            crate::overlay::copy_tree(l, &to)?;
+        }
+        Ok(c)
+    });
+    let mut c = match result {
+        Ok(c) => c,
+        Err(e) => {
+            let cleanup = std::fs::remove_dir_all(&partial).ctx("remove partial checkpoint", &partial).and_then(|_| ledger.release(Resource::Dir { path: partial.clone() }));
+            return Err(e.with_cleanup(cleanup));
+        }
+    };
+    let dir = root.join(&id);
+    std::fs::rename(&partial, &dir).ctx("rename checkpoint into place", &dir)?;
+    ledger.release(Resource::Dir { path: partial })?;
+    c.id = id;
+    c.images = dir.join("images");
+    c.layer = dir.join("layer");
+    c.dir = dir;
+    c.layers = (0..overlay.layers.len()).map(|i| c.dir.join("layers").join(i.to_string())).collect();
+    c.source = CheckpointSource { session: session.id.clone(), hostname: ns.hostname.clone(), session_addr: session.net()?.session_addr.clone(), session_mac: session.net()?.session_mac.clone(), desktop };
+    let path = c.dir.join(RECORD_FILE);
+    std::fs::write(&path, serde_json::to_vec(&c).expect("records serialize")).ctx("write", &path)?;
+    if !o.leave_running {
+        crate::destroy::destroy(&session.state_dir, &crate::destroy::DestroyOptions::default())?;
+    }
+    Ok(c)
+}
+
+fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, version: &str) -> Result<Checkpoint> {
+    let ns = session.ns()?;
+    let images = dir.join("images");
+    let layer = dir.join("layer");
+    std::fs::create_dir_all(&images).ctx("create directory", &images)?;
+    std::fs::create_dir_all(&layer).ctx("create directory", &layer)?;
+    let wipe = wipe_ranges(session)?;
+    // The upper directory is copied by CRIU's post-dump action, while the session is still frozen, so
+    // the layer matches the memory image exactly even when the session keeps running.
+    let script = dir.join("post-dump.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\n# CRIU action script: copy the session's upper layer while its processes are frozen.\n[ \"$CRTOOLS_SCRIPT_ACTION\" = post-dump ] || exit 0\nexec cp -a '{}/.' '{}/'\n", upper.display(), layer.display()),
+    )
+    .ctx("write", &script)?;
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ctx("chmod", &script)?;
+    let mut opts = dump_options();
+    if let Some(cg) = session.section("cgroup") {
+        opts.extend(crate::cgroup::criu_dump_args(cg));
+    }
+    let mut cmd = Command::new(crate::criu::binary());
+    cmd.arg("dump").arg("-t").arg(ns.init_pid.to_string()).arg("-D").arg(&images).arg("-o").arg("dump.log").args(&opts);
+    cmd.arg("--action-script").arg(&script);
+    if o.leave_running {
+        cmd.arg("--leave-running");
+    }
+    let t0 = Instant::now();
+    let out = cmd.output().map_err(|e| Error::env(format!("run CRIU: {e}")))?;
+    let dump_s = t0.elapsed().as_secs_f64();
+    if !out.status.success() {
+        return Err(Error::failed(format!("criu dump failed: {}", criu_log_tail(&images.join("dump.log")))));
+    }
+    let kernel = nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(Checkpoint {
+        drums: crate::record::VERSION,
+        kind: crate::record::CHECKPOINT.into(),
+        id: String::new(),
+        dir: PathBuf::new(),
+        images: images.clone(),
+        layer: layer.clone(),
+        layers: vec![],
+        image_bytes: dir_bytes(&images),
+        layer_bytes: dir_bytes(&layer),
+        dump_s,
+        criu_version: version.to_string(),
+        kernel,
+        manifest: session.desktop()?.manifest.clone(),
+        clean: o.clean,
+        created_at: crate::state::now(),
+        source: CheckpointSource { session: String::new(), hostname: String::new(), session_addr: String::new(), session_mac: String::new(), desktop: session.desktop()?.clone() },
+        wipe,
+        criu_options: opts,
+        extra: Default::default(),
+    })
+}
+
+/// The lines of a CRIU log that say what went wrong.
+pub fn criu_log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let errors: Vec<&str> = text.lines().filter(|l| l.contains("Error") && !l.contains("RLIMIT_NOFILE")).collect();
+    let pick: Vec<&str> = if errors.is_empty() { text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect() } else { errors.into_iter().take(6).collect() };
+    format!("{} (log: {})", pick.join(" | "), log.display())
+}
+
+/// Read a checkpoint record from its directory, by id.
+pub fn load(id: &str) -> Result<Checkpoint> {
+    crate::state::check_id(id).map_err(|m| Error::bad_field("id", m))?;
+    let path = crate::state::checkpoint_root().join(id).join(RECORD_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::bad_input(format!("{}: {e} (no such checkpoint?)", path.display())))?;
+    Checkpoint::parse(text.trim())
+}

@@ -1,0 +1,201 @@
+//! Clone hygiene: make a restored sibling unique again. Hostname and machine id; wipe-on-fork pages
+//! zeroed as fork would have (the browser's BoringSSL then reseeds from the kernel); the guest's and
+//! Python processes' RNGs reseeded through their SIGUSR1 hooks; for a clean checkpoint, the browser's
+//! cookies and storage cleared and the page moved into a renderer started after the restore.
+
+use crate::cdp::Cdp;
+use crate::error::{Error, IoContext, Result};
+use crate::record::Session;
+use serde::Serialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+pub struct ReseedOptions {
+    /// New hostname (default: the session's id).
+    pub hostname: Option<String>,
+    /// Reseed the browser (clear state and renew the renderer for a clean checkpoint).
+    pub browser: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct BrowserReseed {
+    /// Whether the checkpoint was declared clean (only then is browser state erased).
+    pub clean: bool,
+    pub cookies_cleared: bool,
+    pub storage_cleared: bool,
+    /// The page was navigated to its own URL, which moves it into a renderer forked after the restore.
+    pub renderer_renewed: bool,
+    pub note: Option<String>,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReseedSection {
+    pub hostname: String,
+    pub machine_id: String,
+    /// Wipe-on-fork ranges zeroed, and in how many processes.
+    pub wiped_ranges: usize,
+    pub wiped_processes: usize,
+    /// Processes sent SIGUSR1 to reseed (those that catch it: the guest, Python with the Drums hook).
+    pub signalled: Vec<String>,
+    pub browser: Option<BrowserReseed>,
+    pub times: HashMap<String, f64>,
+    pub total_s: f64,
+    pub at: f64,
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    let got = unsafe { libc::getrandom(b.as_mut_ptr().cast(), bytes, 0) };
+    assert_eq!(got as usize, bytes);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn set_hostname_in(init_pid: i32, name: &str) -> Result<()> {
+    let p = format!("/proc/{init_pid}/ns/uts");
+    let f = std::fs::File::open(&p).ctx("open UTS namespace", &p)?;
+    let name = name.to_string();
+    std::thread::spawn(move || -> Result<()> {
+        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWUTS) } != 0 {
+            return Err(Error::io("join UTS namespace", &p, std::io::Error::last_os_error()));
+        }
+        nix::unistd::sethostname(&name).map_err(|e| Error::failed(format!("sethostname {name}: {e}")))
+    })
+    .join()
+    .map_err(|_| Error::failed("the hostname thread panicked"))?
+}
+
+/// Catches SIGUSR1 (SigCgt bit 10)?
+fn catches_usr1(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (libc::SIGUSR1 - 1)) != 0)
+}
+
+fn is_reseedable(pid: i32) -> bool {
+    if crate::proc::comm(pid) == "drums-guest" {
+        return true;
+    }
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let argv0 = cmd.split(|b| *b == 0).next().unwrap_or_default();
+    String::from_utf8_lossy(argv0).rsplit('/').next().is_some_and(|n| n.starts_with("python"))
+}
+
+pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
+    let t0 = Instant::now();
+    let mut times = HashMap::new();
+    let ns = s.ns()?.clone();
+    if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
+        return Err(Error::failed(format!("session {}: its init is gone", s.id)));
+    }
+    let restore = s.section("restore").cloned();
+    let checkpoint = match restore.as_ref().and_then(|r| r["checkpoint"].as_str()) {
+        Some(id) => Some(crate::ckpt::load(id)?),
+        None => None,
+    };
+
+    let t = Instant::now();
+    let hostname = o.hostname.clone().unwrap_or_else(|| s.id.clone());
+    set_hostname_in(ns.init_pid, &hostname)?;
+    let machine_id = random_hex(16);
+    let etc = format!("/proc/{}/root/etc", ns.init_pid);
+    std::fs::write(format!("{etc}/hostname"), format!("{hostname}\n")).ctx("write", format!("{etc}/hostname"))?;
+    std::fs::write(format!("{etc}/machine-id"), format!("{machine_id}\n")).ctx("write", format!("{etc}/machine-id"))?;
+    times.insert("hostname_s".into(), t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    if let Some(net) = s.net.as_mut() {
+        let mac = crate::net::random_mac();
+        crate::net::set_session_mac(ns.init_pid, net.slot, &mac)?;
+        net.session_mac = mac;
+    }
+    times.insert("mac_s".into(), t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    let pids = crate::proc::pids_in_pidns(ns.inodes.pid);
+    let by_ns_pid: HashMap<i32, i32> = pids.iter().filter_map(|&p| Some((crate::proc::ns_pid(p)?, p))).collect();
+    let mut wiped_ranges = 0;
+    let mut wiped = std::collections::BTreeSet::new();
+    if let Some(c) = &checkpoint {
+        for w in &c.wipe {
+            let Some(&host) = by_ns_pid.get(&w.pid) else { continue };
+            if crate::proc::comm(host) != w.comm {
+                continue;
+            }
+            let mem = format!("/proc/{host}/mem");
+            let f = std::fs::OpenOptions::new().write(true).open(&mem).ctx("open", &mem)?;
+            let zeros = vec![0u8; (w.end - w.start) as usize];
+            f.write_all_at(&zeros, w.start).ctx("zero a wipe-on-fork range", &mem)?;
+            wiped_ranges += 1;
+            wiped.insert(host);
+        }
+    }
+    times.insert("wipe_s".into(), t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    let mut signalled = vec![];
+    for &p in &pids {
+        if is_reseedable(p) && catches_usr1(p) && unsafe { libc::kill(p, libc::SIGUSR1) } == 0 {
+            signalled.push(format!("{} {}", crate::proc::ns_pid(p).unwrap_or(-1), crate::proc::comm(p)));
+        }
+    }
+    times.insert("signals_s".into(), t.elapsed().as_secs_f64());
+
+    let mut browser = None;
+    if o.browser {
+        if let Some(d) = s.desktop.clone().filter(|d| d.processes.iter().any(|p| p.role == "chromium")) {
+            let t = Instant::now();
+            let clean = checkpoint.as_ref().is_some_and(|c| c.clean);
+            let mut b = reseed_browser(ns.init_pid, d.devtools_port, &d.url, clean)?;
+            b.seconds = t.elapsed().as_secs_f64();
+            times.insert("browser_s".into(), b.seconds);
+            browser = Some(b);
+        }
+    }
+    if let Some(n) = s.ns.as_mut() {
+        n.hostname = hostname.clone();
+    }
+    s.set_section(
+        "reseed",
+        ReseedSection {
+            hostname,
+            machine_id,
+            wiped_ranges,
+            wiped_processes: wiped.len(),
+            signalled,
+            browser,
+            times,
+            total_s: t0.elapsed().as_secs_f64(),
+            at: crate::state::now(),
+        },
+    );
+    Ok(())
+}
+
+/// For a clean checkpoint: clear cookies and storage, then navigate the page to its own URL, which moves
+/// it into a renderer forked after the restore (a data: URL switches process on a same-URL navigation),
+/// so its V8 state (Math.random) is new. A non-clean checkpoint keeps its browser state by design.
+pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool) -> Result<BrowserReseed> {
+    let mut b = BrowserReseed { clean, ..Default::default() };
+    if !clean {
+        b.note = Some("checkpoint not declared clean: browser state kept by design".into());
+        return Ok(b);
+    }
+    let mut cdp = Cdp::connect(init_pid, port, Duration::from_secs(10))?;
+    let (_, page) = cdp.attach_page()?;
+    cdp.call(Some(&page), "Network.clearBrowserCookies", json!({}))?;
+    cdp.call(None, "Storage.clearCookies", json!({}))?;
+    b.cookies_cleared = true;
+    b.storage_cleared = cdp.call(Some(&page), "Storage.clearDataForOrigin", json!({"origin": "*", "storageTypes": "all"})).is_ok();
+    cdp.call(Some(&page), "Page.enable", json!({}))?;
+    cdp.call(Some(&page), "Page.navigate", json!({"url": url}))?;
+    cdp.wait_event(Some(&page), "Page.loadEventFired", Duration::from_secs(10))?;
+    b.renderer_renewed = true;
+    Ok(b)
+}

@@ -1,0 +1,190 @@
+//! Restoring isolated siblings from a checkpoint: per sibling a ledger, a fresh overlay (empty upper over
+//! the checkpoint layer and the template), a fresh network namespace with its own veth and address, its
+//! own cgroups when asked, then `criu restore`.
+
+use crate::error::{Error, IoContext, Result};
+use crate::ledger::{Ledger, Resource};
+use crate::record::{Checkpoint, Namespaces, Session};
+use serde::Serialize;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::Instant;
+
+pub struct RestoreOptions {
+    pub tmpfs_bytes: u64,
+    pub ttl_s: Option<u64>,
+    /// Per-sibling cgroup limits; None: no cgroups.
+    pub limits: Option<crate::cgroup::Limits>,
+    /// Mark every restored process mergeable by KSM (PR_SET_MEMORY_MERGE); opt-in.
+    pub ksm: bool,
+}
+
+/// Timings of one restore, seconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreTimes {
+    pub ledger_s: f64,
+    pub overlay_s: f64,
+    pub cgroup_s: f64,
+    pub criu_s: f64,
+    pub network_s: f64,
+    pub total_s: f64,
+}
+
+/// The `restore` section of a restored session.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreSection {
+    pub checkpoint: String,
+    pub checkpoint_dir: std::path::PathBuf,
+    pub clean: bool,
+    pub ksm: bool,
+    pub times: RestoreTimes,
+    pub criu_options: Vec<String>,
+}
+
+pub fn restore_options() -> Vec<String> {
+    ["--file-locks", "--tcp-close", "--restore-detached"].iter().map(|s| s.to_string()).collect()
+}
+
+/// Restore one sibling. On failure everything it made is destroyed before the error is returned.
+pub fn restore_one(c: &Checkpoint, o: &RestoreOptions) -> Result<Session> {
+    let t0 = Instant::now();
+    if !c.images.is_dir() || !c.layer.is_dir() {
+        return Err(Error::bad_input(format!("checkpoint {}: {} or {} is missing", c.id, c.images.display(), c.layer.display())));
+    }
+    let id = crate::state::new_id('d');
+    let dir = crate::state::session_dir(&id);
+    let owner = crate::proc::session_owner()?;
+    let ledger = Ledger::create(&dir, &id, owner.clone(), o.ttl_s)?;
+    ledger.phase("restoring")?;
+    let mut s = Session {
+        drums: crate::record::VERSION,
+        kind: crate::record::SESSION.into(),
+        id,
+        state_dir: dir.clone(),
+        created_at: crate::state::now(),
+        owner,
+        ttl_s: o.ttl_s,
+        overlay: None,
+        ns: None,
+        net: None,
+        desktop: None,
+        ready: None,
+        extra: Default::default(),
+    };
+    let ledger_s = t0.elapsed().as_secs_f64();
+    match build(&mut s, &ledger, c, o, t0, ledger_s) {
+        Ok(()) => {
+            ledger.phase("live")?;
+            Ok(s)
+        }
+        Err(e) => {
+            let cleanup = crate::destroy::destroy(&dir, &crate::destroy::DestroyOptions::default()).and_then(|r| {
+                if r.clean() {
+                    Ok(())
+                } else {
+                    Err(Error::failed(format!("destroying the failed sibling {} left {} resources", s.id, r.left.len())))
+                }
+            });
+            Err(e.with_cleanup(cleanup))
+        }
+    }
+}
+
+fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t0: Instant, ledger_s: f64) -> Result<()> {
+    let t = Instant::now();
+    let mut layers = vec![c.layer.clone()];
+    layers.extend(c.layers.iter().cloned());
+    let overlay = crate::overlay::mount_root(ledger, &s.state_dir, &layers, o.tmpfs_bytes)?;
+    let merged = overlay.merged.clone();
+    s.overlay = Some(overlay);
+    let overlay_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let slot = crate::net::allocate_slot(ledger, &s.id)?;
+    let host_if = crate::net::host_if_name(slot);
+    ledger.create_res(Resource::Link { name: host_if.clone() })?;
+    if let Some(limits) = &o.limits {
+        crate::cgroup::create(s, limits)?;
+    }
+    let cgroup_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let pidfile = s.state_dir.join("init.pid");
+    let mut opts = restore_options();
+    opts.extend(["--root".to_string(), merged.display().to_string(), "--external".into(), format!("veth[eth0]:{host_if}")]);
+    if let Some(cg) = s.section("cgroup") {
+        opts.extend(crate::cgroup::criu_restore_args(cg));
+    }
+    let mut cmd = Command::new(crate::criu::binary());
+    cmd.arg("restore").arg("-D").arg(&c.images).arg("-W").arg(&s.state_dir).arg("-o").arg("restore.log").arg("--pidfile").arg(&pidfile).args(&opts);
+    let ksm = o.ksm;
+    unsafe {
+        cmd.pre_exec(move || {
+            // CRIU must not outlive us unledgered: if drums-restore dies, so does the restore in flight.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if ksm {
+                // PR_SET_MEMORY_MERGE: inherited by the tasks CRIU creates, whose memory the restorer
+                // rebuilds, so every restored process is mergeable.
+                if libc::prctl(67, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().map_err(|e| Error::env(format!("run CRIU: {e}")))?;
+    let criu_s = t.elapsed().as_secs_f64();
+    let pid_text = std::fs::read_to_string(&pidfile).unwrap_or_default();
+    if let Ok(pid) = pid_text.trim().parse::<i32>() {
+        if let Some(start) = crate::proc::start_time(pid) {
+            ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })?;
+        }
+    }
+    if !out.status.success() {
+        return Err(Error::failed(format!("criu restore failed: {}", crate::ckpt::criu_log_tail(&s.state_dir.join("restore.log")))));
+    }
+    let init_pid: i32 = pid_text.trim().parse().map_err(|_| Error::failed(format!("criu restore wrote no pid to {}", pidfile.display())))?;
+    let init_start = crate::proc::start_time(init_pid).ok_or_else(|| Error::failed("the restored init vanished"))?;
+
+    let t = Instant::now();
+    crate::net::address_host_end(slot)?;
+    // The MAC stays the source's until drums-reseed: a restore without hygiene is a clone, visibly.
+    crate::net::configure_session_end(init_pid, crate::net::SESSION_IF, slot, None)?;
+    s.net = Some(crate::net::net_record(slot, &c.source.session_mac));
+    let network_s = t.elapsed().as_secs_f64();
+
+    let inodes = crate::ns::inodes(init_pid)?;
+    let mut desktop = c.source.desktop.clone();
+    if desktop.guest_url.is_some() {
+        desktop.guest_url = Some(format!("http://{}:{}", s.net()?.session_addr, crate::desktop::GUEST_PORT));
+    }
+    for p in &mut desktop.processes {
+        p.host_pid = crate::ns::host_pid_of(inodes.pid, p.pid).unwrap_or(-1);
+    }
+    s.ns = Some(Namespaces { init_pid, init_start_time: init_start, hostname: c.source.hostname.clone(), inodes });
+    s.desktop = Some(desktop);
+    if o.limits.is_some() {
+        // Catches anything CRIU placed outside the sibling's cgroups.
+        crate::cgroup::enter_all(s)?;
+    }
+    let _ = std::fs::remove_file(&pidfile);
+    s.set_section(
+        "restore",
+        RestoreSection {
+            checkpoint: c.id.clone(),
+            checkpoint_dir: c.dir.clone(),
+            clean: c.clean,
+            ksm: o.ksm,
+            times: RestoreTimes { ledger_s, overlay_s, cgroup_s, criu_s, network_s, total_s: t0.elapsed().as_secs_f64() },
+            criu_options: opts,
+        },
+    );
+    Ok(())
+}
+
+/// Check the images directory exists before any sibling is started.
+pub fn check_checkpoint(c: &Checkpoint) -> Result<()> {
+    let inv = c.images.join("inventory.img");
+    std::fs::metadata(&inv).ctx("checkpoint images", &inv)?;
+    Ok(())
+}

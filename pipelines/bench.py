@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Drums start-up benchmark: cold start against restore, arms interleaved, on this machine.
+
+Time to agent-ready per start, measured as the wall time of the whole command chain, from the first tool
+started to drums-ready's exit with the session ready:
+  cold             pipelines/cold.sh (drums-overlay, drums-ns, drums-desktop, drums-ready)
+  restore          drums-restore | drums-reseed | drums-ready      (the usable restore: clone hygiene on)
+  restore_raw      drums-restore | drums-ready                      (NOT usable: siblings are clones)
+Starts are interleaved (cold, restore, restore_raw, cold, ...) so that machine noise hits every arm alike;
+each session is destroyed (untimed) before the next start. The ratio cold p50 / restore p50 comes with a
+bootstrap 95% interval (resampling both arms, 2000 draws).
+
+Memory per added session: for each arm, sessions are started one by one up to --mem-sessions and kept
+alive; after each start (and a settle pause) host used memory (MemTotal - MemAvailable) is read; the slope
+of a least-squares line over 1..N is the memory per added session. Beside it, the summed Pss of every
+process in each session (smaps_rollup), the mean over the live sessions.
+
+Prints one JSON object. Every figure carries its unit, sample count and method.
+Usage: pipelines/bench.py [--starts 20] [--arms cold,restore,restore_raw] [--mem-sessions 6] [--out FILE]
+"""
+import argparse, json, os, random, statistics, subprocess, sys, time
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ)
+ENV["PATH"] = os.path.join(HERE, "target/release") + ":" + ENV.get("PATH", "")
+ENV["DRUMS_OWNER"] = str(os.getpid())
+
+
+def sh(cmd, stdin=None, check=True):
+    p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=ENV, shell=isinstance(cmd, str))
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{cmd}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
+    return p.stdout
+
+
+def destroy(records):
+    if records.strip():
+        sh(["drums-sweep"], stdin=records, check=False)
+
+
+def start(arm, ckpt):
+    """One start of an arm; returns (seconds to agent-ready, final record text)."""
+    t0 = time.monotonic()
+    if arm == "cold":
+        out = sh([os.path.join(HERE, "pipelines/cold.sh")])
+    else:
+        restored = sh(["drums-restore"], stdin=ckpt)
+        try:
+            mid = sh(["drums-reseed"], stdin=restored) if arm == "restore" else restored
+            out = sh(["drums-ready"], stdin=mid)
+        except Exception:
+            destroy(restored)
+            raise
+    dt = time.monotonic() - t0
+    rec = json.loads(out)
+    if not rec.get("ready", {}).get("ready"):
+        destroy(out)
+        raise RuntimeError(f"{arm}: not ready: {rec.get('ready')}")
+    return dt, out
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    k = (len(xs) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def bootstrap_ratio(a, b, draws=2000, seed=1):
+    rnd = random.Random(seed)
+    rs = []
+    for _ in range(draws):
+        ra = [rnd.choice(a) for _ in a]
+        rb = [rnd.choice(b) for _ in b]
+        rs.append(statistics.median(ra) / statistics.median(rb))
+    return [pct(rs, 0.025), pct(rs, 0.975)]
+
+
+def used_mib():
+    info = {}
+    for line in open("/proc/meminfo"):
+        k, v = line.split(":")
+        info[k] = int(v.split()[0])
+    return (info["MemTotal"] - info["MemAvailable"]) / 1024
+
+
+def session_pss_mib(rec):
+    pidns = rec["ns"]["inodes"]["pid"]
+    total = 0
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{p}/ns/pid").st_ino != pidns:
+                continue
+            for line in open(f"/proc/{p}/smaps_rollup"):
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def slope(xs, ys):
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def memory(arm, ckpt, n, settle):
+    recs, used, pss = [], [], []
+    base = used_mib()
+    try:
+        for i in range(n):
+            _, out = start(arm, ckpt)
+            recs.append(out)
+            time.sleep(settle)
+            used.append(used_mib())
+        pss = [session_pss_mib(json.loads(r)) for r in recs]
+    finally:
+        for r in recs:
+            destroy(r)
+    xs = list(range(1, n + 1))
+    return {
+        "per_added_session_mib": round(slope(xs, used), 1) if n >= 2 else None,
+        "per_added_session_method": f"least-squares slope of host used memory (MemTotal-MemAvailable) over 1..{n} live sessions, {settle} s settle after each start",
+        "host_used_mib_series": [round(u - base, 1) for u in used],
+        "pss_mean_mib": round(statistics.mean(pss), 1) if pss else None,
+        "pss_method": "sum of Pss (smaps_rollup) over every process in a session's PID namespace, mean over the live sessions",
+        "n": n,
+    }
+
+
+def summary(xs):
+    return {"p50_s": round(pct(xs, 0.5), 3), "p95_s": round(pct(xs, 0.95), 3), "min_s": round(min(xs), 3), "max_s": round(max(xs), 3), "n": len(xs)} if xs else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--starts", type=int, default=20)
+    ap.add_argument("--arms", default="cold,restore,restore_raw")
+    ap.add_argument("--mem-sessions", type=int, default=6)
+    ap.add_argument("--settle", type=float, default=2.0)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    arms = a.arms.split(",")
+    result = {"drums": 1, "type": "benchmark", "machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
+              "method": "interleaved starts, wall time from the first tool to drums-ready's exit; sessions destroyed between starts (untimed); release build"}
+    ckpt = ""
+    if any(x != "cold" for x in arms):
+        src = sh([os.path.join(HERE, "pipelines/cold.sh")])
+        t0 = time.monotonic()
+        ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
+        c = json.loads(ckpt)
+        result["checkpoint"] = {"dump_s": round(c["dump_s"], 3), "ckpt_tool_s": round(time.monotonic() - t0, 3), "image_mib": round(c["image_bytes"] / 2**20, 1),
+                                "layer_kib": round(c["layer_bytes"] / 1024, 1), "n": 1, "method": "criu dump wall time inside drums-ckpt; whole drums-ckpt call"}
+    times = {arm: [] for arm in arms}
+    breakdown = []
+    try:
+        for i in range(a.starts):
+            for arm in arms:
+                dt, out = start(arm, ckpt)
+                times[arm].append(dt)
+                rec = json.loads(out)
+                if arm == "restore":
+                    breakdown.append({"restore": rec["restore"]["times"], "reseed_s": rec["reseed"]["total_s"], "reseed": rec["reseed"]["times"], "ready_s": rec["ready"]["ready_s"]})
+                destroy(out)
+            print(f"bench: start {i + 1}/{a.starts}", file=sys.stderr)
+        result["time_to_agent_ready"] = {arm: summary(times[arm]) for arm in arms}
+        if "restore_raw" in times:
+            result["time_to_agent_ready"]["restore_raw"]["label"] = "NOT a usable restore: no clone hygiene"
+        if "cold" in times and "restore" in times:
+            c50, r50 = statistics.median(times["cold"]), statistics.median(times["restore"])
+            result["ratio_cold_p50_over_restore_p50"] = {"value": round(c50 / r50, 2), "bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times["cold"], times["restore"])],
+                                                         "p95_restore_not_worse": pct(times["restore"], 0.95) <= pct(times["cold"], 0.95), "n_each": a.starts}
+        if breakdown:
+            keys = breakdown[0]["restore"].keys()
+            result["restore_breakdown_p50_s"] = {k: round(statistics.median(b["restore"][k] for b in breakdown), 3) for k in keys}
+            result["restore_breakdown_p50_s"]["reseed_s"] = round(statistics.median(b["reseed_s"] for b in breakdown), 3)
+            result["restore_breakdown_p50_s"]["ready_s"] = round(statistics.median(b["ready_s"] for b in breakdown), 3)
+            for k in breakdown[0]["reseed"].keys():
+                result["restore_breakdown_p50_s"]["reseed." + k] = round(statistics.median(b["reseed"][k] for b in breakdown), 4)
+        if a.mem_sessions > 0:
+            result["memory"] = {arm: memory(arm, ckpt, a.mem_sessions, a.settle) for arm in arms if arm != "restore_raw"}
+            if "cold" in result["memory"] and "restore" in result["memory"]:
+                m = result["memory"]
+                result["memory"]["restore_over_cold_slope"] = round(m["restore"]["per_added_session_mib"] / m["cold"]["per_added_session_mib"], 3)
+                result["memory"]["restore_over_cold_pss"] = round(m["restore"]["pss_mean_mib"] / m["cold"]["pss_mean_mib"], 3)
+    finally:
+        if ckpt:
+            subprocess.run(["rm", "-rf", json.loads(ckpt)["dir"]])
+    text = json.dumps(result, indent=1)
+    if a.out:
+        open(a.out, "w").write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+//! The restore path on real sessions: checkpoint, siblings, clone hygiene, failures that leave nothing.
+
+use drums::cdp::Cdp;
+use drums_tests::*;
+use serde_json::{json, Value};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Destroys every session it holds when dropped, so a failing assertion leaves nothing behind.
+#[derive(Default)]
+struct Sessions(Vec<String>);
+impl Sessions {
+    fn add(&mut self, rec: &str) {
+        self.0.push(rec.trim().to_string());
+    }
+}
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        for rec in &self.0 {
+            let o = run("drums-sweep", &[], rec);
+            if !o.status.success() {
+                eprintln!("destroy failed: {}{}", text(&o.stdout), text(&o.stderr));
+            }
+        }
+    }
+}
+
+fn owner() -> String {
+    std::process::id().to_string()
+}
+
+fn run_ok(name: &str, args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new(tool(name))
+        .args(args)
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", owner())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+fn cold(guard: &mut Sessions) -> Value {
+    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner()).output().unwrap();
+    assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
+    guard.add(&text(&o.stdout));
+    serde_json::from_str(text(&o.stdout).trim()).unwrap()
+}
+
+fn restore(ckpt: &str, count: u32, hygiene: bool, guard: &mut Sessions) -> Vec<Value> {
+    let out = run_ok("drums-restore", &["--count", &count.to_string()], ckpt);
+    for l in out.lines() {
+        guard.add(l);
+    }
+    let out = if hygiene { run_ok("drums-reseed", &[], &out) } else { out };
+    for l in out.lines() {
+        guard.add(l);
+    }
+    let out = run_ok("drums-ready", &[], &out);
+    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn inside(rec: &Value, script: &str) -> String {
+    let o = Command::new(tool("drums-ns")).args(["exec", "--session", rec["id"].as_str().unwrap(), "--", "sh", "-c", script]).output().unwrap();
+    assert!(o.status.success(), "{script}: {}", text(&o.stderr));
+    text(&o.stdout).trim().to_string()
+}
+
+fn guest(rec: &Value, method: &str, path: &str, body: Option<Value>) -> Value {
+    let url = format!("{}{path}", rec["desktop"]["guest_url"].as_str().expect("guest_url"));
+    let (status, body) = http(method, &url, body.as_ref(), Duration::from_secs(10));
+    assert_eq!(status, 200, "{method} {url}: {body}");
+    serde_json::from_str(&body).unwrap_or(Value::String(body))
+}
+
+fn cdp(rec: &Value) -> (Cdp, String) {
+    let mut c = Cdp::connect(rec["ns"]["init_pid"].as_i64().unwrap() as i32, 9222, Duration::from_secs(10)).unwrap();
+    let (_, page) = c.attach_page().unwrap();
+    (c, page)
+}
+
+#[test]
+fn siblings_are_ready_isolated_and_run_the_task() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let src = cold(&mut guard);
+    let src_dir = src["state_dir"].as_str().unwrap().to_string();
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &serde_json::to_string(&src).unwrap());
+    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
+    assert!(c["image_bytes"].as_u64().unwrap() > 50 << 20, "{c}");
+    assert!(c["dump_s"].as_f64().unwrap() > 0.0);
+    // Without --leave-running the source is gone: the siblings come from disk alone.
+    assert!(!std::path::Path::new(&src_dir).exists(), "the source session was not destroyed");
+
+    let sibs = restore(&ckpt, 2, true, &mut guard);
+    assert_eq!(sibs.len(), 2);
+    for s in &sibs {
+        assert_eq!(s["ready"]["ready"], true, "{}", s["ready"]);
+        assert!(s["ready"]["changed_fraction"].as_f64().unwrap() > 0.10);
+    }
+    let (a, b) = (&sibs[0], &sibs[1]);
+    assert_ne!(a["net"]["session_addr"], b["net"]["session_addr"]);
+    assert_ne!(a["ns"]["inodes"], b["ns"]["inodes"]);
+    // A file written in one is invisible in the other.
+    inside(a, "echo only-in-a > /tmp/probe && echo only-in-a > /root/probe");
+    assert_eq!(inside(b, "cat /tmp/probe /root/probe 2>/dev/null || echo absent"), "absent");
+    // Each answers on its own guest address, as itself.
+    assert_eq!(guest(a, "POST", "/execute", Some(json!({"command": "hostname", "shell": true})))["output"].as_str().unwrap().trim(), a["id"].as_str().unwrap());
+    assert_eq!(guest(b, "POST", "/execute", Some(json!({"command": "hostname", "shell": true})))["output"].as_str().unwrap().trim(), b["id"].as_str().unwrap());
+
+    // OSWorld task e0df059f in a restored sibling: 0 before the action, 1 after.
+    let check = json!({"command": "[ -d ~/Desktop/todo_list_Jan_2 ] && echo 'Directory exists.' || echo 'Directory does not exist.'", "shell": true});
+    let score = |s: &Value| -> u32 { u32::from(guest(s, "POST", "/execute", Some(check.clone()))["output"].as_str().unwrap().trim() == "Directory exists.") };
+    let setup = guest(a, "POST", "/setup/execute", Some(json!({"command": "echo 'password' | sudo -S mkdir ~/Desktop/todo_list_Jan_1", "shell": true})));
+    assert_eq!(setup["returncode"], 0, "{setup}");
+    assert_eq!(score(a), 0);
+    guest(a, "POST", "/execute", Some(json!({"command": ["mv", "~/Desktop/todo_list_Jan_1", "~/Desktop/todo_list_Jan_2"], "shell": false})));
+    assert_eq!(score(a), 1);
+    assert_eq!(score(b), 0, "the task's effect must not reach the sibling");
+}
+
+/// What the clone-hygiene test compares between two siblings.
+#[derive(Debug, PartialEq)]
+struct Probe {
+    hostname: String,
+    mac: String,
+    guest_rng: String,
+    python_random: String,
+    math_random: Value,
+    cookie: Option<String>,
+    new_context_id: String,
+}
+
+fn probe(s: &Value) -> Probe {
+    let hostname = inside(s, "hostname");
+    let mac = inside(s, "ip -o link show eth0 | sed 's/.*link\\/ether \\([^ ]*\\).*/\\1/'");
+    let guest_rng = guest(s, "GET", "/drums/rng", None)["fingerprint"].as_str().unwrap().to_string();
+    inside(s, "rm -f /tmp/answer; touch /tmp/ask; for i in $(seq 100); do [ -s /tmp/answer ] && break; sleep 0.05; done");
+    let python_random = inside(s, "cat /tmp/answer");
+    let (mut c, page) = cdp(s);
+    let math_random = c.eval(&page, "[Math.random(), Math.random(), Math.random()]").unwrap();
+    let cookies = c.call(None, "Storage.getCookies", json!({})).unwrap();
+    let cookie = cookies["cookies"].as_array().unwrap().iter().find(|k| k["name"] == "drums").map(|k| k["value"].as_str().unwrap().to_string());
+    let ctx = c.call(None, "Target.createBrowserContext", json!({})).unwrap();
+    let new_context_id = ctx["browserContextId"].as_str().unwrap().to_string();
+    c.call(None, "Target.disposeBrowserContext", json!({"browserContextId": new_context_id})).unwrap();
+    Probe { hostname, mac, guest_rng, python_random, math_random, cookie, new_context_id }
+}
+
+#[test]
+fn clone_hygiene() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let src = cold(&mut guard);
+    // Before the checkpoint: a Python process that answers with its next random number when asked, and
+    // a cookie in the browser.
+    let py = "import os, random, time\nwhile True:\n    if os.path.exists('/tmp/ask'):\n        os.remove('/tmp/ask')\n        open('/tmp/answer', 'w').write(repr(random.random()))\n    time.sleep(0.02)\n";
+    let o = Command::new(tool("drums-ns"))
+        .args(["exec", "--session", src["id"].as_str().unwrap(), "--detach", "--log", "/tmp/py.log", "--", "/usr/bin/python3", "-c", py])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    {
+        let (mut c, page) = cdp(&src);
+        c.call(Some(&page), "Network.setCookie", json!({"name": "drums", "value": "secret-pre-checkpoint", "url": "http://drums.test/"})).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let src_rec = serde_json::to_string(&src).unwrap();
+    let clean = run_ok("drums-ckpt", &["--clean", "--leave-running"], &src_rec);
+    let kept = run_ok("drums-ckpt", &[], &src_rec);
+
+    // Reseed off: clones.
+    let raw = restore(&clean, 2, false, &mut guard);
+    let (a, b) = (probe(&raw[0]), probe(&raw[1]));
+    assert_eq!(a.hostname, b.hostname, "hostname");
+    assert_eq!(a.mac, b.mac, "MAC");
+    assert_eq!(a.guest_rng, b.guest_rng, "guest RNG");
+    assert_eq!(a.python_random, b.python_random, "Python random");
+    assert_eq!(a.math_random, b.math_random, "Math.random");
+    assert_eq!(a.cookie.as_deref(), Some("secret-pre-checkpoint"));
+    assert_eq!(a.cookie, b.cookie, "cookie");
+    assert_eq!(a.new_context_id, b.new_context_id, "new browser context id");
+
+    // Reseed on, clean checkpoint: everything differs, cookies gone.
+    let fresh = restore(&clean, 2, true, &mut guard);
+    let (a, b) = (probe(&fresh[0]), probe(&fresh[1]));
+    assert_ne!(a.hostname, b.hostname, "hostname");
+    assert_ne!(a.mac, b.mac, "MAC");
+    assert_ne!(a.guest_rng, b.guest_rng, "guest RNG");
+    assert_ne!(a.python_random, b.python_random, "Python random");
+    assert_ne!(a.math_random, b.math_random, "Math.random");
+    assert_eq!((a.cookie, b.cookie), (None, None), "cookies of a clean checkpoint are erased");
+    assert_ne!(a.new_context_id, b.new_context_id, "new browser context id");
+    for s in &fresh {
+        assert_eq!(s["reseed"]["browser"]["renderer_renewed"], true);
+        assert!(s["reseed"]["wiped_ranges"].as_u64().unwrap() > 0, "no wipe-on-fork range was zeroed");
+    }
+
+    // Reseed on, checkpoint not declared clean: the browser's state is kept by design, the rest differs.
+    let kept_sibs = restore(&kept, 2, true, &mut guard);
+    let (a, b) = (probe(&kept_sibs[0]), probe(&kept_sibs[1]));
+    assert_eq!(a.cookie.as_deref(), Some("secret-pre-checkpoint"));
+    assert_eq!(b.cookie.as_deref(), Some("secret-pre-checkpoint"));
+    assert_ne!(a.hostname, b.hostname);
+    assert_ne!(a.guest_rng, b.guest_rng);
+    assert_ne!(a.python_random, b.python_random);
+    assert_ne!(a.new_context_id, b.new_context_id, "the browser process's own randomness is reseeded either way");
+    for c in [&clean, &kept] {
+        let id: Value = serde_json::from_str(c.trim()).unwrap();
+        let _ = std::fs::remove_dir_all(id["dir"].as_str().unwrap());
+    }
+}
+
+fn new_state_dirs(before: &[String]) -> Vec<String> {
+    let mut now: Vec<String> = std::fs::read_dir(drums::state::sessions_root()).into_iter().flatten().flatten().map(|e| e.path().display().to_string()).collect();
+    now.retain(|d| !before.contains(d));
+    now
+}
+
+fn sweep_dirs(dirs: &[String]) {
+    for d in dirs {
+        let o = Command::new(tool("drums-sweep")).args(["--state-dir", d]).output().unwrap();
+        assert!(o.status.success(), "destroy {d}: {}{}", text(&o.stdout), text(&o.stderr));
+    }
+}
+
+#[test]
+fn killed_restore_reseed_and_failed_criu_leave_nothing() {
+    require_root();
+    let _lock = session_lock();
+    let before_inv = inventory();
+    let mut guard = Sessions::default();
+    let src = cold(&mut guard);
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &serde_json::to_string(&src).unwrap());
+    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
+
+    for delay in [30u64, 150, 400, 800] {
+        let before: Vec<String> = new_state_dirs(&[]);
+        let mut child = Command::new(tool("drums-restore")).env("DRUMS_OWNER", owner()).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(ckpt.as_bytes()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(delay));
+        let _ = child.kill();
+        let _ = child.wait();
+        std::thread::sleep(Duration::from_millis(300));
+        sweep_dirs(&new_state_dirs(&before));
+    }
+
+    // drums-reseed killed midway, then destroyed from the ledger.
+    for delay in [5u64, 40] {
+        let rec = run_ok("drums-restore", &[], &ckpt);
+        let mut child = Command::new(tool("drums-reseed")).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(rec.as_bytes()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(delay));
+        let _ = child.kill();
+        let _ = child.wait();
+        let o = run("drums-sweep", &[], &rec);
+        assert!(o.status.success(), "{}", text(&o.stdout));
+    }
+
+    // A CRIU failure: a copy of the checkpoint with a truncated page image.
+    let broken_id = drums::state::new_id('c');
+    let broken_dir = drums::state::checkpoint_root().join(&broken_id);
+    let st = Command::new("cp").arg("-a").arg(c["dir"].as_str().unwrap()).arg(&broken_dir).status().unwrap();
+    assert!(st.success());
+    let pages = std::fs::read_dir(broken_dir.join("images")).unwrap().flatten().map(|e| e.path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("pages-")).max_by_key(|p| std::fs::metadata(p).unwrap().len()).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&pages).unwrap().set_len(4096).unwrap();
+    let broken = ckpt.replace(c["id"].as_str().unwrap(), &broken_id);
+    let before: Vec<String> = new_state_dirs(&[]);
+    let o = run("drums-restore", &[], &broken);
+    assert_eq!(o.status.code(), Some(5), "a restore from a broken image must fail: {}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("criu restore failed"), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty());
+    assert!(new_state_dirs(&before).is_empty(), "a failed restore must destroy its sibling itself");
+    std::fs::remove_dir_all(&broken_dir).unwrap();
+
+    // Afterwards a restore from the same checkpoint still works (no "File exists" from leftovers).
+    let ok = restore(&ckpt, 1, true, &mut guard);
+    assert_eq!(ok[0]["ready"]["ready"], true);
+    drop(guard);
+    let _ = std::fs::remove_dir_all(c["dir"].as_str().unwrap());
+    let left = inventory().new_since(&before_inv);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
