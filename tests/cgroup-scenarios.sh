@@ -111,7 +111,8 @@ s_sigkill() {
 
 # Freeze stops a counting loop; thaw restarts it.
 s_freeze() {
-  session "i=0; while :; do i=\$((i + 1)); echo \$i > $W/count; sleep 0.05; done" || return
+  # Written aside and renamed: a reader never sees the file empty.
+  session "i=0; while :; do i=\$((i + 1)); echo \$i > $W/count.t; mv $W/count.t $W/count; sleep 0.05; done" || return
   create || { kill -9 "$init"; return; }
   touch "$W/go"
   sleep 0.5

@@ -164,6 +164,9 @@ pub fn limits(o: &Out, version: &str) {
     let cpu = max("cpu_usage_ns").unwrap_or_else(|| panic!("cpu_usage_ns is null in every sample: {last}"));
     assert!(cpu >= 1_500_000_000, "CPU time {cpu} ns after burning 1.5 s of CPU");
     assert!(max("processes").unwrap() >= 2 && max("tasks").unwrap() >= 2, "process counts: {samples:?}");
+    if let Some(tp) = max("tasks_peak") {
+        assert!(tp >= max("tasks").unwrap(), "pids.peak below a pids.current seen: {samples:?}");
+    }
 
     o.removed(s);
     o.ledger_released(s, "ledger-removed");

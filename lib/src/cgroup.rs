@@ -245,6 +245,13 @@ pub(crate) fn read_u64(p: &Path) -> std::result::Result<u64, String> {
     let s = read_str(p).map_err(|e| e.to_string())?;
     s.parse().map_err(|_| format!("{}: `{s}` is not a number", p.display()))
 }
+/// Like read_u64, for a file only newer kernels have: its absence is said as such.
+pub(crate) fn read_u64_newer(p: &Path) -> std::result::Result<u64, String> {
+    if !p.exists() {
+        return Err(format!("{}: absent (this kernel does not keep it)", p.display()));
+    }
+    read_u64(p)
+}
 /// A value from a `key value` file (cpu.stat, memory.events, memory.oom_control).
 pub(crate) fn read_keyed(p: &Path, key: &str) -> std::result::Result<u64, String> {
     let s = read_str(p).map_err(|e| e.to_string())?;

@@ -117,6 +117,11 @@ impl Backend for V1 {
         f.put("memory_current_bytes", self.file("memory", "memory.usage_in_bytes").and_then(|p| read_u64(&p)));
         f.put("memory_peak_bytes", self.file("memory", "memory.max_usage_in_bytes").and_then(|p| read_u64(&p)));
         f.put("memory_limit_hits", self.file("memory", "memory.failcnt").and_then(|p| read_u64(&p)));
+        // With memsw = memory, the memory+swap counter is usually the one that reaches its limit first.
+        match self.paths.get("memory").map(|d| d.join("memory.memsw.failcnt")).filter(|p| p.exists()) {
+            Some(p) => f.put("memsw_limit_hits", read_u64(&p)),
+            None => f.null("memsw_limit_hits", "no memory.memsw.failcnt: this kernel does not account swap"),
+        }
         f.put("oom_kills", self.file("memory", "memory.oom_control").and_then(|p| read_keyed(&p, "oom_kill")));
         match self.paths.get("cpuacct") {
             Some(d) => f.put("cpu_usage_ns", read_u64(&d.join("cpuacct.usage"))),
@@ -125,6 +130,7 @@ impl Backend for V1 {
         f.put("cpu_throttled_ns", self.file("cpu", "cpu.stat").and_then(|p| read_keyed(&p, "throttled_time")));
         f.put("cpu_nr_throttled", self.file("cpu", "cpu.stat").and_then(|p| read_keyed(&p, "nr_throttled")));
         f.put("tasks", self.file("pids", "pids.current").and_then(|p| read_u64(&p)));
+        f.put("tasks_peak", self.file("pids", "pids.peak").and_then(|p| super::read_u64_newer(&p)));
         f
     }
     fn procs_dir(&self) -> &Path {

@@ -144,6 +144,7 @@ impl Backend for V2 {
         f.put("cpu_throttled_ns", read_keyed(&stat, "throttled_usec").map(|u| u * 1000));
         f.put("cpu_nr_throttled", read_keyed(&stat, "nr_throttled"));
         f.put("tasks", read_u64(&self.f("pids.current")));
+        f.put("tasks_peak", super::read_u64_newer(&self.f("pids.peak")));
         f
     }
     fn procs_dir(&self) -> &Path {

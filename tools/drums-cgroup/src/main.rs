@@ -61,7 +61,8 @@ fn main() {
             let mut s = cli::read_session(input.as_deref())?;
             cli::require_root()?;
             cgroup::create(&mut s, &limits)?;
-            cli::emit(&s)
+            // Also beside the ledger: `drums-ns exec --session ID` reads that copy to join the cgroups.
+            drums::session_io::emit_session(&s)
         }
         Cmd::Enter { pid, input } => {
             let s = cli::read_session(input.as_deref())?;
@@ -83,9 +84,19 @@ fn main() {
             let mut s = cli::read_session(input.as_deref())?;
             cli::require_root()?;
             cgroup::remove(&mut s)?;
+            save_if_live(&s)?;
             cli::emit(&s)
         }
     })
+}
+
+/// Keep the copy beside the ledger current, while the session's state directory exists (a removal may
+/// come after a destroy).
+fn save_if_live(s: &drums::Session) -> Result<()> {
+    if s.state_dir.is_dir() {
+        drums::session_io::save(s)?;
+    }
+    Ok(())
 }
 
 fn with_session(input: Option<PathBuf>, f: impl FnOnce(&drums::Session) -> Result<()>) -> Result<()> {
