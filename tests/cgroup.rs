@@ -299,6 +299,18 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
     let o = cg(&root, &["remove"], &sib.to_string());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 
+    // A sibling without cgroups: CRIU is told to leave cgroups alone, and recreates nothing of the source.
+    let none = probe_out(&["criu-restore-args"], &serde_json::json!({"cgroup": null}));
+    assert_eq!(none, "--manage-cgroups=ignore");
+    let pid = restore(&[none], "pid3", "restore3.log");
+    let pc = proc_cgroup(pid);
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(!pc.contains(&src_id), "a sibling without cgroups went into the source's: {pc}");
+    for c in ["cpu", "cpuacct", "memory", "pids", "freezer"] {
+        let p = format!("/sys/fs/cgroup/{c}/drums/{src_id}");
+        assert!(!Path::new(&p).exists(), "CRIU recreated the source's {p} for a sibling without cgroups");
+    }
+
     // Control: without the options, CRIU puts the tree back into the source's paths, recreating them.
     let pid = restore(&[], "pid2", "restore2.log");
     let pc = proc_cgroup(pid);

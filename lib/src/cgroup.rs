@@ -68,11 +68,19 @@ impl Limits {
         Ok(Limits { cpu_quota_us: quota.max(1), cpu_period_us: Self::PERIOD_US, memory_bytes, pids_max })
     }
 
-    /// A compact form for other tools' options: `cpus=2,memory=4G,pids=4096` (any subset; the rest default).
+    /// A compact form for other tools' options: `cpus=2,memory=4G,pids=4096`, or positionally
+    /// `2,4G,4096` (CPUS,MEMORY,PIDS); any subset, the rest default.
     pub fn parse_spec(spec: &str) -> Result<Limits> {
         let (mut cpus, mut mem, mut pids) = (2.0, 4u64 << 30, 4096u64);
-        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = part.split_once('=').ok_or_else(|| Error::Usage(format!("limit `{part}`: expected key=value")))?;
+        const KEYS: [&str; 3] = ["cpus", "memory", "pids"];
+        for (i, part) in spec.split(',').map(str::trim).enumerate() {
+            if part.is_empty() {
+                continue;
+            }
+            let (k, v) = match part.split_once('=') {
+                Some(kv) => kv,
+                None => (*KEYS.get(i).ok_or_else(|| Error::Usage(format!("limits `{spec}`: at most CPUS,MEMORY,PIDS")))?, part),
+            };
             match k {
                 "cpus" => cpus = v.parse().map_err(|_| Error::Usage(format!("cpus={v}: not a number")))?,
                 "memory" => mem = parse_bytes(v).map_err(Error::Usage)?,
@@ -692,17 +700,22 @@ pub fn watch(session: &Session, interval: Duration, max_samples: Option<u64>, mu
 // ---- CRIU ----
 
 /// CRIU restore options that put a restored tree into this sibling's cgroups instead of the source's.
+/// Call it for every restore, with the sibling's section or `null` when the sibling has no cgroups.
 ///
 /// CRIU records each task's cgroups in the images and by default (`--manage-cgroups=soft`) puts restored
 /// tasks back into *the same paths*, creating them when missing: a sibling would land in the source
 /// session's cgroups, or recreate the source's directories after the source was destroyed, which then
-/// nobody removes. `--cgroup-root CONTROLLER:/drums/<sibling>` rewrites the dumped root cgroup of that
-/// controller to the sibling's own (created beforehand, with its limits, by `create`); soft mode leaves
-/// the properties of existing directories alone, so the sibling's limits stay. Only the hierarchies
-/// Drums manages are named: the others keep the dumped paths (on this machine the root). On v2 the one
-/// unified hierarchy has no controller name, so the root is given without one.
+/// nobody removes (tested: tests/cgroup.rs). `--cgroup-root CONTROLLER:/drums/<sibling>` rewrites the
+/// dumped root cgroup of that controller to the sibling's own (made beforehand, with its limits, by
+/// `create`); soft mode leaves the properties of existing directories alone, so the sibling's limits
+/// stay. Only the hierarchies Drums manages are named: the others keep the dumped paths (on this machine
+/// the root). On v2 the one unified hierarchy has no controller name, so the root is given without one.
+/// A sibling without cgroups gets `--manage-cgroups=ignore`: CRIU leaves cgroups alone and the tree stays
+/// in the cgroups of the process running CRIU, so no source directory is recreated.
 pub fn criu_restore_args(section: &Value) -> Vec<String> {
-    let Ok(sec) = serde_json::from_value::<Section>(section.clone()) else { return vec![] };
+    let Ok(sec) = serde_json::from_value::<Section>(section.clone()) else {
+        return vec!["--manage-cgroups=ignore".to_string()];
+    };
     let mut args = vec!["--manage-cgroups=soft".to_string()];
     match sec.version {
         Version::V1 => {
@@ -755,6 +768,10 @@ mod tests {
         let l = Limits::parse_spec("cpus=0.5,memory=64M").unwrap();
         assert_eq!((l.cpu_quota_us, l.memory_bytes, l.pids_max), (50000, 64 << 20, 4096));
         assert!(Limits::parse_spec("gpus=1").is_err());
+        assert_eq!(Limits::parse_spec("2,4G,4096").unwrap(), Limits::default());
+        let l = Limits::parse_spec("1.5,256M").unwrap();
+        assert_eq!((l.cpu_quota_us, l.memory_bytes, l.pids_max), (150000, 256 << 20, 4096));
+        assert!(Limits::parse_spec("1,2G,3,4").is_err());
         assert!(Limits::new(0.0, 1, 1).is_err());
     }
 
@@ -785,5 +802,7 @@ mod tests {
         v2["proc_paths"] = json!({"unified": "/drums/d-2"});
         assert_eq!(criu_restore_args(&v2), vec!["--manage-cgroups=soft", "--cgroup-root", "/drums/d-2"]);
         assert_eq!(criu_dump_args(&v2), vec!["--freeze-cgroup", "/sys/fs/cgroup/drums/d-2"]);
+        assert_eq!(criu_restore_args(&Value::Null), vec!["--manage-cgroups=ignore"]);
+        assert!(criu_dump_args(&Value::Null).is_empty());
     }
 }
