@@ -146,13 +146,8 @@ fn command(argv: &[String], acct: &Account, display: &str, cwd: Option<PathBuf>,
             } else if libc::setpgid(0, 0) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if switch {
-                if libc::setgroups(groups.len(), groups.as_ptr()) < 0
-                    || libc::setgid(gid) < 0
-                    || libc::setuid(uid) < 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
+            if switch && (libc::setgroups(groups.len(), groups.as_ptr()) < 0 || libc::setgid(gid) < 0 || libc::setuid(uid) < 0) {
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
