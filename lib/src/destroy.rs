@@ -153,6 +153,9 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
     // then newest first (an overlay goes before the tmpfs that holds its upper layer).
     ordered.sort_by(|(a, ta), (b, tb)| order(a).cmp(&order(b)).then(depth(b).cmp(&depth(a))).then(tb.total_cmp(ta)));
 
+    if !opts.dry_run {
+        thaw(&ordered);
+    }
     for (res, t) in ordered {
         if opts.dry_run {
             let note = match &res {
@@ -344,6 +347,20 @@ fn remove(res: &Resource, created_t: f64, state_dir: &Path, opts: &DestroyOption
             Ok(false) => Ok(Done::Gone("no such directory".into())),
             Err(m) => Err(Fail::msg(m)),
         },
+    }
+}
+
+/// Thaw the session's cgroups before its processes are killed: a frozen task does not act on SIGKILL
+/// until it is thawed, and a dump killed midway (CRIU freezes through the freezer cgroup) leaves the session
+/// frozen. Best effort: a cgroup that is not there or not a freezer has nothing to thaw.
+fn thaw(resources: &[(Resource, f64)]) {
+    for (r, _) in resources {
+        if let Resource::Cgroup { path } = r {
+            if cgroup_confined(path).is_ok() {
+                let _ = std::fs::write(path.join("freezer.state"), "THAWED");
+                let _ = std::fs::write(path.join("cgroup.freeze"), "0");
+            }
+        }
     }
 }
 
