@@ -408,3 +408,115 @@ fn real_session_under_limits() {
         assert!(!m.join(drums::cgroup::PARENT).join(id).exists(), "{} left", m.display());
     }
 }
+
+fn run_owned(name: &str, args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new(tool(name))
+        .args(args)
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// Destroys every session it holds when dropped.
+#[derive(Default)]
+struct Sessions(Vec<String>);
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        for rec in &self.0 {
+            let o = run("drums-sweep", &[], rec);
+            if !o.status.success() {
+                eprintln!("destroy failed: {}", text(&o.stderr));
+            }
+        }
+    }
+}
+
+fn in_cgroups(pid: i32, sec: &serde_json::Value) -> Result<(), String> {
+    let pc = proc_cgroup(pid);
+    for (ctrl, p) in sec["proc_paths"].as_object().unwrap() {
+        let p = p.as_str().unwrap();
+        let ok = pc.split(';').any(|l| {
+            let f: Vec<&str> = l.splitn(3, ':').collect();
+            f.len() == 3 && f[2] == p && (f[1].split(',').any(|c| c == ctrl) || (ctrl == "unified" && f[1].is_empty()))
+        });
+        if !ok {
+            return Err(format!("{pid} ({}) not in {ctrl}:{p}: {pc}", drums::proc::comm(pid)));
+        }
+    }
+    Ok(())
+}
+
+/// Both arms of the first-check driver under limits on real sessions: a cold session limited by the
+/// drums-cgroup stage, checkpointed; siblings restored by drums-restore --cgroup run in their own
+/// cgroups (every process), never in the source's, the source's directories are not recreated by CRIU
+/// after the source is gone, and telemetry gives per-session figures for each; destroy leaves nothing.
+#[test]
+fn restore_path_siblings_in_their_own_cgroups() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let o = Command::new(repo_root().join("pipelines/cold.sh"))
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
+    guard.0.push(text(&o.stdout).trim().to_string());
+    let src = run_owned("drums-cgroup", &["create", "--cpus", "2", "--memory", "4G", "--pids", "4096"], &text(&o.stdout));
+    guard.0[0] = src.trim().to_string();
+    let src_v: serde_json::Value = serde_json::from_str(src.trim()).unwrap();
+    let src_id = src_v["id"].as_str().unwrap().to_string();
+    let x: serde_json::Value = serde_json::from_str(run_owned("drums-cgroup", &["watch", "--samples", "1"], &src).trim()).unwrap();
+    assert!(x["memory_current_bytes"].as_u64().is_some() && x["cpu_usage_ns"].as_u64().is_some(), "cold arm: {x}");
+
+    let ckpt = run_owned("drums-ckpt", &[], &src);
+    let ckpt_v: serde_json::Value = serde_json::from_str(ckpt.trim()).unwrap();
+    for m in drums::destroy::cgroup_mounts() {
+        assert!(!m.join(drums::cgroup::PARENT).join(&src_id).exists(), "the destroyed source's cgroup in {} is left", m.display());
+    }
+
+    let out = run_owned("drums-restore", &["--count", "2", "--cgroup", "1.5,1G,512"], &ckpt);
+    let sibs: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    guard.0.extend(out.lines().map(str::to_string));
+    assert_eq!(sibs.len(), 2);
+    for s in &sibs {
+        let sec = &s["cgroup"];
+        assert_eq!(sec["applied"], true, "{sec}");
+        assert_eq!(sec["read_back"]["cpu_quota_us"], 150000);
+        assert_eq!(sec["read_back"]["memory_bytes"], 1u64 << 30);
+        assert_eq!(sec["read_back"]["pids_max"], 512);
+        let procs = drums::proc::pids_in_pidns(s["ns"]["inodes"]["pid"].as_u64().unwrap());
+        assert!(procs.len() >= 4, "restored desktop processes: {procs:?}");
+        for p in procs {
+            if drums::proc::alive(p, drums::proc::start_time(p).unwrap_or(0)) {
+                in_cgroups(p, sec).unwrap();
+                assert!(!proc_cgroup(p).contains(&src_id), "{p} in the source's cgroups");
+            }
+        }
+        let x: serde_json::Value = serde_json::from_str(run_owned("drums-cgroup", &["watch", "--samples", "1"], &s.to_string()).trim()).unwrap();
+        eprintln!("restored sibling sample: {x}");
+        assert!(x["memory_peak_bytes"].as_u64().unwrap() > 10 << 20, "restore arm: the restored memory is charged to the sibling: {x}");
+        assert!(x["cpu_usage_ns"].as_u64().is_some(), "{x}");
+    }
+    for m in drums::destroy::cgroup_mounts() {
+        assert!(!m.join(drums::cgroup::PARENT).join(&src_id).exists(), "CRIU recreated the source's cgroup in {}", m.display());
+    }
+    let ids: Vec<String> = sibs.iter().map(|s| s["id"].as_str().unwrap().to_string()).collect();
+    drop(guard);
+    for m in drums::destroy::cgroup_mounts() {
+        for id in &ids {
+            assert!(!m.join(drums::cgroup::PARENT).join(id).exists(), "sibling cgroup left in {}", m.display());
+        }
+    }
+    if let Some(dir) = ckpt_v["dir"].as_str() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
