@@ -1,14 +1,51 @@
-//! drums-audit: not implemented yet (see its issue); it says so and exits with code 7.
+//! drums-audit: do sibling sessions share any kernel object? Check C3 of the source report, literal and
+//! revision 2a (drums-audit(1)).
 use clap::Parser;
+use drums::audit::{Options, Rule};
+use drums::cli;
+use std::path::PathBuf;
 
-/// Not implemented yet: this tool says so and exits 7.
+/// Inspect two or more live sessions through /proc and report, as one JSON object, every kernel object
+/// they share: processes, namespaces, pipes, sockets, eventfds, anonymous inodes, writable files and
+/// shared mappings, devices, locks, the X server's sockets. Gives the literal C3 verdict and the
+/// revision-2a verdict; exits 0 when --rule passes, 1 when it fails, 6 when the audit is incomplete.
 #[derive(Parser)]
-#[command(name = "drums-audit", version = drums::cli::VERSION_TEXT)]
+#[command(name = "drums-audit", version = cli::VERSION_TEXT)]
 struct Args {
-    /// Input records (default: stdin).
-    input: Option<std::path::PathBuf>,
+    /// The rule the exit status follows (both verdicts are always reported).
+    #[arg(long, value_enum, default_value = "literal")]
+    rule: Rule,
+    /// Also audit this cold pair of live sessions (two ids, comma-separated) in the same pass, as the
+    /// control revision 2a needs.
+    #[arg(long, value_name = "A,B")]
+    control: Option<String>,
+    /// Run the whole audit up to this many times while processes start or exit during it.
+    #[arg(long, default_value_t = 3)]
+    attempts: u32,
+    /// Session records, one per line (default: stdin).
+    input: Option<PathBuf>,
 }
 
 fn main() {
-    drums::cli::run("drums-audit", |_a: Args| Err(drums::Error::NotImplemented("drums-audit".into())))
+    cli::run("drums-audit", |a: Args| {
+        let control = match a.control.as_deref() {
+            None => None,
+            Some(c) => {
+                let ids: Vec<&str> = c.split(',').map(str::trim).collect();
+                if ids.len() != 2 || ids.iter().any(|i| i.is_empty()) {
+                    return Err(drums::Error::Usage(format!("--control {c}: expected two session ids, A,B")));
+                }
+                Some([drums::session_io::load(ids[0])?, drums::session_io::load(ids[1])?])
+            }
+        };
+        if a.attempts == 0 {
+            return Err(drums::Error::Usage("--attempts must be at least 1".into()));
+        }
+        let sessions = cli::read_sessions(a.input.as_deref())?;
+        cli::require_root()?;
+        let opts = Options { rule: a.rule, attempts: a.attempts, retry_pause: std::time::Duration::from_millis(200) };
+        let report = drums::audit::audit(&sessions, control, &opts)?;
+        cli::emit(&report)?;
+        report.outcome()
+    })
 }

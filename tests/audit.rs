@@ -1,0 +1,319 @@
+//! drums-audit on real sessions: a cold pair passes revision 2a and fails the literal rule on exactly
+//! /dev/null and /dev/urandom; deliberately broken pairs (a shared pipe, a shared network namespace, a
+//! writable file bind-mounted into both) fail and name the object; an audit during which processes start
+//! and exit, or of a session that is gone, is incomplete (exit 6), never a pass.
+
+use drums_tests::*;
+use serde_json::Value;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Destroys every session it holds when dropped, so a failing assertion leaves nothing behind.
+#[derive(Default)]
+struct Sessions(Vec<String>);
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        for rec in &self.0 {
+            let o = run("drums-sweep", &[], rec);
+            if !o.status.success() {
+                eprintln!("destroy failed: {}{}", text(&o.stdout), text(&o.stderr));
+            }
+        }
+    }
+}
+
+/// A full cold session (pipelines/cold.sh): overlay, namespaces, desktop, agent-ready.
+fn cold(guard: &mut Sessions) -> (String, Value) {
+    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    let out = text(&o.stdout);
+    if !out.trim().is_empty() {
+        guard.0.push(out.trim().to_string());
+    }
+    assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
+    (out.trim().to_string(), serde_json::from_str(out.trim()).unwrap())
+}
+
+/// A session with only an overlay, namespaces and its init (no desktop): cheap.
+fn bare(guard: &mut Sessions) -> (String, Value) {
+    let o = Command::new(tool("drums-overlay")).args(["create", "--no-template"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    guard.0.push(text(&o.stdout).trim().to_string());
+    let o = run("drums-ns", &["create"], &text(&o.stdout));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout).trim().to_string();
+    *guard.0.last_mut().unwrap() = out.clone();
+    (out.clone(), serde_json::from_str(&out).unwrap())
+}
+
+/// Run drums-audit on records; returns the exit code and the report.
+fn audit(records: &[&str], args: &[&str]) -> (i32, Value) {
+    let input = records.join("\n") + "\n";
+    let o = run("drums-audit", args, &input);
+    let code = o.status.code().unwrap_or(-1);
+    let out = text(&o.stdout);
+    assert_eq!(out.lines().count(), 1, "drums-audit {args:?} prints one report (exit {code}): {out}\nstderr: {}", text(&o.stderr));
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["type"], "audit");
+    assert_eq!(report["exit"], code, "the report's exit member is the exit status");
+    if code != 0 {
+        let err: Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap_or("{}")).unwrap();
+        assert_eq!(err["exit"], code, "{err}");
+    }
+    (code, report)
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    let mut v: Vec<String> = list.as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap().to_string()).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn id_of(rec: &Value) -> &str {
+    rec["id"].as_str().unwrap()
+}
+fn init_of(rec: &Value) -> i32 {
+    rec["ns"]["init_pid"].as_i64().unwrap() as i32
+}
+fn pidns_of(rec: &Value) -> u64 {
+    rec["ns"]["inodes"]["pid"].as_u64().unwrap()
+}
+
+/// SIGKILL every process of the session's PID namespace for which `pred(pid)` holds; returns how many.
+fn kill_where(rec: &Value, pred: impl Fn(i32) -> bool) -> usize {
+    let victims: Vec<i32> = drums::proc::pids_in_pidns(pidns_of(rec)).into_iter().filter(|&p| p != init_of(rec) && pred(p)).collect();
+    for &p in &victims {
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    for _ in 0..100 {
+        if victims.iter().all(|&p| !matches!(drums::proc::state(p), Some(s) if s != 'Z')) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    victims.len()
+}
+
+fn holds_fd(pid: i32, link: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten().any(|e| std::fs::read_link(e.path()).map(|l| l.to_string_lossy() == link).unwrap_or(false))
+}
+
+/// `drums-ns exec` in the background with the given standard streams (the command keeps them).
+fn exec_with(rec: &Value, stdin: Stdio, stdout: Stdio, argv: &[&str]) -> Child {
+    Command::new(tool("drums-ns")).args(["exec", "--session", id_of(rec), "--"]).args(argv).stdin(stdin).stdout(stdout).stderr(Stdio::null()).spawn().unwrap()
+}
+
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    for _ in 0..250 {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Bind-mount the host file `src` onto `target` (a file inside the session) in the session's mount
+/// namespace: open_tree(2) makes a detached copy of the mount, and a child that has joined the session's
+/// mount namespace attaches it with move_mount(2).
+fn bind_into(rec: &Value, src: &Path, target: &str) {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+    let src_c = CString::new(src.as_os_str().as_bytes()).unwrap();
+    let target_c = CString::new(target).unwrap();
+    let ns = std::fs::File::open(format!("/proc/{}/ns/mnt", init_of(rec))).unwrap();
+    let tree = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, src_c.as_ptr(), OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint) };
+    assert!(tree >= 0, "open_tree {}: {}", src.display(), std::io::Error::last_os_error());
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
+    match unsafe { libc::fork() } {
+        0 => unsafe {
+            if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) != 0 {
+                libc::_exit(10);
+            }
+            let r = libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, target_c.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH);
+            libc::_exit(if r == 0 { 0 } else { 11 });
+        },
+        pid => {
+            let mut st = 0;
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "bind {} onto {target} in session {}: child status {st}", src.display(), id_of(rec));
+        }
+    }
+}
+
+fn detach(rec: &Value, script: &str) -> i32 {
+    let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", id_of(rec), "--", "sh", "-c", script]).output().unwrap();
+    assert!(o.status.success(), "{script}: {}", text(&o.stderr));
+    let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    v["host_pid"].as_i64().unwrap() as i32
+}
+
+fn assert_fails_naming(report: &Value, check: &str, id: &str) {
+    for rule in ["literal", "revision_2a"] {
+        let v = &report["verdicts"][rule];
+        assert_eq!(v["pass"], false, "{rule} must fail: {v}");
+        assert!(v["failed_on"].as_array().unwrap().iter().any(|o| o["id"] == id && o["check"] == check), "{rule} must name {id} ({check}): {v}");
+    }
+    let c = report["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == check).unwrap();
+    assert_eq!(c["pass"], false, "{c}");
+    assert!(c["shared"].as_array().unwrap().iter().any(|o| o["id"] == id), "{c}");
+}
+
+/// The cold pair's verdicts: literal fails on exactly /dev/null and /dev/urandom, revision 2a passes.
+fn assert_cold_baseline(a: &str, b: &str, ida: &str, idb: &str) -> Value {
+    let control = format!("{ida},{idb}");
+    let (code, r) = audit(&[a, b], &["--rule", "revision-2a", "--control", &control]);
+    assert_eq!(code, 0, "a cold pair passes revision 2a: {}", r["verdicts"]);
+    assert_eq!(r["complete"], true);
+    assert_eq!(r["verdicts"]["literal"]["pass"], false, "the literal rule is reported, not hidden");
+    assert_eq!(ids(&r["verdicts"]["literal"]["failed_on"]), vec!["chr:1:3", "chr:1:9"], "{}", r["verdicts"]["literal"]);
+    assert_eq!(ids(&r["verdicts"]["revision_2a"]["tolerated"]), vec!["chr:1:3", "chr:1:9"]);
+    assert_eq!(r["introduced_by_restore"], serde_json::json!([]));
+    let (code, _) = audit(&[a, b], &["--control", &control]);
+    assert_eq!(code, 1, "the literal rule fails on the two devices");
+    r
+}
+
+#[test]
+fn cold_pair_passes_2a_and_broken_pairs_fail_naming_the_object() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let dir = std::env::temp_dir().join(format!("drums-audit-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut guard = Sessions::default();
+    let (a, ra) = cold(&mut guard);
+    let (b, rb) = cold(&mut guard);
+    let (ida, idb) = (id_of(&ra).to_string(), id_of(&rb).to_string());
+
+    let r = assert_cold_baseline(&a, &b, &ida, &idb);
+    // What was compared: every process of both, their descriptors, the X server's two sockets each.
+    for s in r["sessions"].as_array().unwrap() {
+        assert!(s["processes"].as_array().unwrap().len() >= 8, "{}", s["processes"]);
+        assert!(s["descriptors"].as_u64().unwrap() > 50);
+        assert_eq!(s["x_server"]["sockets"].as_array().unwrap().len(), 2, "{}", s["x_server"]);
+    }
+    // Without a control nothing can be tolerated.
+    let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a"]);
+    assert_eq!(code, 1);
+    assert!(r["verdicts"]["revision_2a"]["reasons"].to_string().contains("control"), "{}", r["verdicts"]);
+
+    // 1. A shared pipe: a process of A holds its read end, a process of B its write end.
+    let (rd, wr) = {
+        let mut fds = [0; 2];
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    };
+    let pipe_id = format!("pipe:[{}]", std::fs::metadata(format!("/proc/self/fd/{}", rd.as_raw_fd())).unwrap().ino());
+    let mut ca = exec_with(&ra, Stdio::from(rd), Stdio::null(), &["sleep", "600"]);
+    let mut cb = exec_with(&rb, Stdio::null(), Stdio::from(wr), &["sleep", "600"]);
+    for rec in [&ra, &rb] {
+        wait_until("the pipe's holder", || drums::proc::pids_in_pidns(pidns_of(rec)).iter().any(|&p| holds_fd(p, &pipe_id)));
+    }
+    let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &format!("{ida},{idb}")]);
+    assert_eq!(code, 1, "a shared pipe fails revision 2a");
+    assert_fails_naming(&r, "pipes", &pipe_id);
+    assert!(kill_where(&ra, |p| holds_fd(p, &pipe_id)) > 0 && kill_where(&rb, |p| holds_fd(p, &pipe_id)) > 0);
+    let _ = (ca.kill(), cb.kill(), ca.wait(), cb.wait());
+
+    // 2. A shared network namespace: a process of B (B's PID namespace) in A's network namespace.
+    let net_a = ra["ns"]["inodes"]["net"].as_u64().unwrap();
+    let mut n = Command::new("nsenter")
+        .args(["-t", &init_of(&rb).to_string(), "-p", "-m", "-i", "-u", &format!("--net=/proc/{}/ns/net", init_of(&ra)), "--", "sleep", "600"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let in_a_net = |p: i32| drums::proc::ns_inode(p, "net").ok() == Some(net_a);
+    wait_until("B's process in A's network namespace", || drums::proc::pids_in_pidns(pidns_of(&rb)).into_iter().any(in_a_net));
+    let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &format!("{ida},{idb}")]);
+    assert_eq!(code, 1, "a shared network namespace fails revision 2a");
+    assert_fails_naming(&r, "network_namespace", &format!("net:[{net_a}]"));
+    assert_eq!(kill_where(&rb, in_a_net), 1);
+    let _ = n.wait();
+
+    // 3. A writable file bind-mounted into both sessions, held open for writing by a process of each.
+    let shared = dir.join("shared");
+    std::fs::write(&shared, "x").unwrap();
+    let m = std::fs::metadata(&shared).unwrap();
+    let file_id = format!("file:{}:{}:{}", libc::major(m.dev()), libc::minor(m.dev()), m.ino());
+    for rec in [&ra, &rb] {
+        let o = Command::new(tool("drums-ns")).args(["exec", "--session", id_of(rec), "--", "touch", "/tmp/drums-audit-shared"]).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        bind_into(rec, &shared, "/tmp/drums-audit-shared");
+        detach(rec, "exec 3>>/tmp/drums-audit-shared; exec sleep 600");
+    }
+    let held = |p: i32| holds_fd(p, "/tmp/drums-audit-shared");
+    for rec in [&ra, &rb] {
+        wait_until("the shared file's holder", || drums::proc::pids_in_pidns(pidns_of(rec)).into_iter().any(held));
+    }
+    let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &format!("{ida},{idb}")]);
+    assert_eq!(code, 1, "a shared writable file fails revision 2a");
+    assert_fails_naming(&r, "files", &file_id);
+    let obj = r["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "files").unwrap()["shared"].as_array().unwrap().iter().find(|o| o["id"] == file_id.as_str()).unwrap().clone();
+    assert_eq!(obj["writable"], true);
+    assert_eq!(obj["holders"][&ida][0]["mode"], "w", "{obj}");
+    assert_eq!(obj["holders"][&ida][0]["path"], "/tmp/drums-audit-shared", "{obj}");
+    assert!(kill_where(&ra, held) > 0 && kill_where(&rb, held) > 0);
+
+    // Undone, the pair passes revision 2a again: each failure was the broken object, nothing else.
+    assert_cold_baseline(&a, &b, &ida, &idb);
+
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn an_audit_that_cannot_finish_is_incomplete_never_a_pass() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let mut guard = Sessions::default();
+    let (a, ra) = bare(&mut guard);
+    let (b, rb) = bare(&mut guard);
+    let control = format!("{},{}", id_of(&ra), id_of(&rb));
+
+    // Two bare sessions: their inits hold the null device as standard streams; revision 2a passes.
+    let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &control]);
+    assert_eq!(code, 0, "{}", r["verdicts"]);
+    assert_eq!(r["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "x_socket").unwrap()["pass"], Value::Null, "no desktop: the X check does not apply");
+
+    // Processes start and exit all the time in A (four loops, so that some run within any few
+    // milliseconds even on a busy machine): every attempt sees processes come and go.
+    for _ in 0..4 {
+        detach(&ra, "while :; do /bin/true; done");
+    }
+    let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &control, "--attempts", "2"]);
+    assert_eq!(code, 6, "processes exiting mid-audit make it incomplete: {}", r["incomplete"]);
+    assert_eq!(r["complete"], false);
+    assert_eq!(r["attempts"], 2);
+    let why = r["incomplete"].to_string();
+    assert!(why.contains("during the audit"), "{why}");
+    for rule in ["literal", "revision_2a"] {
+        assert_ne!(r["verdicts"][rule]["pass"], true, "an incomplete audit never passes: {}", r["verdicts"]);
+    }
+    assert_ne!(r["pairs"][0]["pass_literal"], true);
+
+    // A session that is gone (destroyed after its record was written): incomplete at once, no retry.
+    let o = run("drums-sweep", &[], &b);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let (code, r) = audit(&[&a, &b], &["--attempts", "3"]);
+    assert_eq!(code, 6);
+    assert_eq!(r["attempts"], 1, "a gone session is not retried");
+    assert!(r["incomplete"].to_string().contains("is gone"), "{}", r["incomplete"]);
+    assert_ne!(r["verdicts"]["literal"]["pass"], true);
+
+    // Fewer than two sessions is bad input, not an audit.
+    let o = run("drums-audit", &[], &a);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    drop(guard);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
