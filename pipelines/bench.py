@@ -15,10 +15,11 @@ alive; after each start (and a settle pause) host used memory (MemTotal - MemAva
 of a least-squares line over 1..N is the memory per added session. Beside it, the summed Pss of every
 process in each session (smaps_rollup), the mean over the live sessions.
 
-Prints one JSON object. Every figure carries its unit, sample count and method.
+Prints one JSON object. Every figure carries its unit, sample count and method. The benchmark holds the test
+suite's session lock (/run/drums/test.lock) while it runs, so it never measures beside the tests.
 Usage: pipelines/bench.py [--starts 20] [--arms cold,restore,restore_raw] [--mem-sessions 6] [--out FILE]
 """
-import argparse, json, os, random, statistics, subprocess, sys, time
+import argparse, fcntl, json, os, random, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ)
@@ -145,6 +146,9 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     arms = a.arms.split(",")
+    os.makedirs("/run/drums", exist_ok=True)
+    lock = open("/run/drums/test.lock", "a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     result = {"drums": 1, "type": "benchmark", "machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
               "method": "interleaved starts, wall time from the first tool to drums-ready's exit; sessions destroyed between starts (untimed); release build"}
     ckpt = ""

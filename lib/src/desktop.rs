@@ -73,8 +73,6 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let host_view = PathBuf::from(format!("/proc/{init}/root{LOG_DIR}"));
     std::fs::create_dir_all(host_view.join("xdg")).ctx("create directory", &host_view)?;
     std::fs::set_permissions(host_view.join("xdg"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).ctx("chmod", host_view.join("xdg"))?;
-    // Joining the network namespace lets this process see the X server's abstract socket.
-    crate::x11::join_netns(init)?;
 
     let display = format!(":{}", o.display);
     let bus = format!("unix:path={LOG_DIR}/bus");
@@ -95,7 +93,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
 
     run("xvfb", s(&["Xvfb", &display, "-screen", "0", &format!("{}x{}x{}", o.width, o.height, o.depth), "-nolisten", "tcp", "-br", "-noreset"]), vec![])?;
-    wait_for_x(o.display, Duration::from_secs(15))?;
+    wait_for_x(init, o.display, Duration::from_secs(15))?;
     run("dbus", s(&["dbus-daemon", "--session", "--nofork", "--nopidfile", &format!("--address={bus}")]), vec![])?;
     run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![])?;
     run("openbox", s(&["openbox", "--sm-disable"]), vec![])?;
@@ -127,7 +125,19 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     Ok(())
 }
 
-fn wait_for_x(display: u32, timeout: Duration) -> Result<()> {
+/// Wait until the X server accepts connections, from a thread that joins the session's network
+/// namespace (where its abstract socket lives); the main thread must stay out of it and single-threaded
+/// for the forks of `ns::spawn`.
+fn wait_for_x(init_pid: i32, display: u32, timeout: Duration) -> Result<()> {
+    std::thread::spawn(move || -> Result<()> {
+        crate::x11::join_netns(init_pid)?;
+        poll_x(display, timeout)
+    })
+    .join()
+    .map_err(|_| Error::failed("the X wait thread panicked"))?
+}
+
+fn poll_x(display: u32, timeout: Duration) -> Result<()> {
     let t0 = Instant::now();
     loop {
         if crate::x11::connect(display).is_ok() {

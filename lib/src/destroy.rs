@@ -155,6 +155,10 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
 
     if !opts.dry_run {
         thaw(&ordered);
+        for (pid, start_time) in crate::restore::kill_stray_restore_tasks(state_dir) {
+            let res = Resource::Process { pid, start_time, role: "criu-restore".into(), init: false };
+            rep.removed.push(Item::new(res, Some("unledgered task of a restore killed midway".into())));
+        }
     }
     for (res, t) in ordered {
         if opts.dry_run {
@@ -430,9 +434,9 @@ fn kill(pid: i32, start: u64, init: bool, wait: Duration) -> Result<Done, Fail> 
     }
 }
 
-/// The cgroup hierarchies mounted on this machine (v1 controllers and v2), as mount points.
+/// The cgroup hierarchies mounted on this machine (v1 and v2), as mount points, as drums::cgroup finds them.
 pub fn cgroup_mounts() -> Vec<PathBuf> {
-    mounts().unwrap_or_default().into_iter().filter(|m| m.fstype == "cgroup" || m.fstype == "cgroup2").map(|m| m.mount_point).collect()
+    crate::cgroup::detect::mounts().map(|m| m.v1.into_iter().chain(m.v2).map(|m| m.path).collect()).unwrap_or_default()
 }
 
 /// A cgroup directory is Drums' when it lies below a `drums` directory of a mounted hierarchy.

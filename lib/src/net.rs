@@ -34,7 +34,9 @@ pub fn allocate_slot(ledger: &Ledger, session_id: &str) -> Result<u32> {
     std::fs::create_dir_all(&dir).ctx("create directory", &dir)?;
     for slot in 0..POOL_SLOTS {
         let path = dir.join(slot.to_string());
-        if path.exists() {
+        // A link of that name left by anything (a half-restored tree) would make CRIU's veth creation
+        // fail, and CRIU 4.2 then hangs instead of failing: skip such slots.
+        if path.exists() || std::path::Path::new("/sys/class/net").join(host_if_name(slot)).exists() {
             continue;
         }
         let res = Resource::Slot { index: slot, path: path.clone() };

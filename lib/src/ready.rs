@@ -20,6 +20,12 @@ pub struct ReadyOptions {
 /// Poll the session's display until ready or timeout. The calling thread joins the session's network
 /// namespace. Returns the `ready` section; `ready.ready` false on timeout.
 pub fn check(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
+    // The poll runs on a thread of its own that joins the session's network namespace, so one process
+    // can check several sessions.
+    std::thread::scope(|sc| sc.spawn(|| check_here(session, opts)).join()).map_err(|_| Error::failed("the readiness thread panicked"))?
+}
+
+fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
     let ns = session.ns()?;
     let desktop = session.desktop()?;
     let title = opts.title.clone().unwrap_or_else(|| desktop.title.clone());

@@ -115,6 +115,8 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     if let Some(cg) = s.section("cgroup") {
         opts.extend(crate::cgroup::criu_restore_args(cg));
     }
+    let hook = write_ledger_hook(&s.state_dir)?;
+    opts.extend(["--action-script".to_string(), hook.display().to_string()]);
     let mut cmd = Command::new(crate::criu::binary());
     cmd.arg("restore").arg("-D").arg(&c.images).arg("-W").arg(&s.state_dir).arg("-o").arg("restore.log").arg("--pidfile").arg(&pidfile).args(&opts);
     let ksm = o.ksm;
@@ -136,7 +138,8 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let criu_s = t.elapsed().as_secs_f64();
     let pid_text = std::fs::read_to_string(&pidfile).unwrap_or_default();
     if let Ok(pid) = pid_text.trim().parse::<i32>() {
-        if let Some(start) = crate::proc::start_time(pid) {
+        let known = ledger.read()?.live().iter().any(|r| matches!(r, Resource::Process { pid: p, .. } if *p == pid));
+        if let (false, Some(start)) = (known, crate::proc::start_time(pid)) {
             ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })?;
         }
     }
@@ -182,9 +185,69 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     Ok(())
 }
 
+/// CRIU's action script for a restore: at `setup-namespaces` the restored tree's init exists (the PID 1 of
+/// its new PID namespace, in CRTOOLS_INIT_PID) but nothing runs yet; the script ledgers it then, so a
+/// restore killed midway (CRIU dies with drums-restore, leaving its half-restored tasks waiting forever)
+/// is destroyed with everything it made: killing the init ends the whole namespace.
+fn write_ledger_hook(state_dir: &std::path::Path) -> Result<std::path::PathBuf> {
+    let me = std::env::current_exe().map_err(|e| Error::failed(format!("find own executable: {e}")))?;
+    let hook = state_dir.join("criu-hook.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n# CRIU action script written by drums-restore: ledger the restored init as soon as it exists.\n[ \"$CRTOOLS_SCRIPT_ACTION\" = setup-namespaces ] || exit 0\nexec '{}' --ledger-init \"$CRTOOLS_INIT_PID\" --state-dir '{}'\n",
+            me.display(),
+            state_dir.display()
+        ),
+    )
+    .ctx("write", &hook)?;
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ctx("chmod", &hook)?;
+    Ok(hook)
+}
+
+/// The other half of `write_ledger_hook`: append the restored init to the sibling's ledger.
+pub fn ledger_init(state_dir: &std::path::Path, pid: i32) -> Result<()> {
+    let id = state_dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if crate::state::check_id(id).is_err() || crate::state::session_dir(id) != state_dir {
+        return Err(Error::bad_input(format!("{} is not a session state directory", state_dir.display())));
+    }
+    let ledger = Ledger::open(state_dir)?;
+    let start = crate::proc::start_time(pid).ok_or_else(|| Error::failed(format!("restored init {pid} is gone")))?;
+    ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })
+}
+
 /// Check the images directory exists before any sibling is started.
 pub fn check_checkpoint(c: &Checkpoint) -> Result<()> {
     let inv = c.images.join("inventory.img");
     std::fs::metadata(&inv).ctx("checkpoint images", &inv)?;
     Ok(())
+}
+
+/// Tasks of a CRIU restore into `state_dir` that outlived it: CRIU killed before its action script ran
+/// leaves its root task (PID 1 of a new PID namespace, not yet ledgered) waiting forever. They still carry
+/// CRIU's command line, with `-W <state_dir>`: SIGKILL them (killing the root task ends its namespace).
+/// Returns (pid, start time) of each task killed.
+pub fn kill_stray_restore_tasks(state_dir: &std::path::Path) -> Vec<(i32, u64)> {
+    let want = state_dir.as_os_str().as_encoded_bytes();
+    let mut killed = vec![];
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        let is_restore = args.iter().any(|a| *a == b"restore") && args.iter().any(|a| a.ends_with(b"criu"));
+        let ours = args.windows(2).any(|w| w[0] == b"-W" && w[1] == want);
+        if is_restore && ours {
+            if let Some(start) = crate::proc::start_time(pid) {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                killed.push((pid, start));
+            }
+        }
+    }
+    for _ in 0..100 {
+        if killed.iter().all(|&(p, s)| !crate::proc::alive(p, s)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    killed
 }

@@ -16,8 +16,10 @@ python=/usr/bin/python3
 # pyautogui and every dependency pinned (installed with --no-deps, so the set is exactly this on every
 # machine). Its X11 back end, Xlib, is Debian's python3-xlib: PyPI's `python3-xlib` (2014) that pyautogui
 # names fails without a ~/.Xauthority, which sessions do not have.
+# Pillow comes from Debian (python3-pil, in setup.sh's list): pip's wheel is 19 MiB, and every session copies
+# the template into its own tmpfs, so the template is kept to the small pure-Python modules.
 requirements=(pyautogui==0.9.54 pymsgbox==1.0.9 pytweening==1.2.0 pyscreeze==1.0.1 pygetwindow==0.0.9
-  pyrect==0.2.0 mouseinfo==0.1.3 pyperclip==1.9.0 pillow==11.3.0)
+  pyrect==0.2.0 mouseinfo==0.1.3 pyperclip==1.9.0)
 log() { printf 'template: %s\n' "$*" >&2; }
 [ "$(id -u)" = 0 ] || { log "run as root"; exit 4; }
 [ -x "$python" ] || { log "$python is missing (pipelines/setup.sh installs python3)"; exit 4; }

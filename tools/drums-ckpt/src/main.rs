@@ -22,9 +22,12 @@ struct Args {
 
 fn main() {
     cli::run("drums-ckpt", |a: Args| {
-        let s = cli::read_session(a.input.as_deref())?;
+        let sessions = cli::read_sessions(a.input.as_deref())?;
         cli::require_root()?;
-        let c = drums::ckpt::checkpoint(&s, &drums::ckpt::CkptOptions { leave_running: a.leave_running, clean: a.clean })?;
-        cli::emit(&c)
+        for s in sessions {
+            let c = drums::ckpt::checkpoint(&s, &drums::ckpt::CkptOptions { leave_running: a.leave_running, clean: a.clean })?;
+            cli::emit(&c)?;
+        }
+        Ok(())
     })
 }

@@ -54,11 +54,14 @@ fn main() {
     cli::run("drums-desktop", |a: Args| match a.cmd {
         Some(Cmd::Start { display, size, url, title, no_guest, no_chromium, chromium_args, input }) => {
             let (width, height, depth) = parse_size(&size)?;
-            let mut s = cli::read_session(input.as_deref())?;
+            let sessions = cli::read_sessions(input.as_deref())?;
             cli::require_root()?;
             let o = DesktopOptions { display, width, height, depth, url, title, guest: !no_guest, chromium: !no_chromium, extra_chromium_args: chromium_args };
-            drums::desktop::start(&mut s, &o)?;
-            drums::session_io::emit_session(&s)
+            for mut s in sessions {
+                drums::desktop::start(&mut s, &o)?;
+                drums::session_io::emit_session(&s)?;
+            }
+            Ok(())
         }
         None => {
             let _ = cli::read_session(None)?;

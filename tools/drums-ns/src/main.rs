@@ -58,9 +58,15 @@ fn main() {
     cli::run("drums-ns", |a: Args| match a.cmd {
         Some(Cmd::Create { hostname, input }) => {
             cli::require_root()?;
-            let mut s = cli::read_session(input.as_deref())?;
-            drums::ns::create(&mut s, &drums::ns::NsOptions { hostname })?;
-            drums::session_io::emit_session(&s)
+            let sessions = cli::read_sessions(input.as_deref())?;
+            if hostname.is_some() && sessions.len() > 1 {
+                return Err(drums::Error::Usage("--hostname takes one record; sessions need distinct names".into()));
+            }
+            for mut s in sessions {
+                drums::ns::create(&mut s, &drums::ns::NsOptions { hostname: hostname.clone() })?;
+                drums::session_io::emit_session(&s)?;
+            }
+            Ok(())
         }
         Some(Cmd::Exec { session, detach, log, env, cwd, command }) => {
             cli::require_root()?;

@@ -49,10 +49,12 @@ fn main() {
                 drums::session_io::emit_session(&s)
             }
             Some(Cmd::Remove { input }) => {
-                let mut s = cli::read_session(input.as_deref())?;
-                drums::overlay::remove(&s)?;
-                s.overlay = None;
-                drums::session_io::emit_session(&s)
+                for mut s in cli::read_sessions(input.as_deref())? {
+                    drums::overlay::remove(&s)?;
+                    s.overlay = None;
+                    drums::session_io::emit_session(&s)?;
+                }
+                Ok(())
             }
             None => {
                 // A record on stdin with no subcommand: refuse it properly rather than guess.

@@ -37,7 +37,7 @@ fn main() {
         if !(0.0..1.0).contains(&a.threshold) || a.timeout < 0.0 || a.interval < 0.0 {
             return Err(drums::Error::Usage("--threshold must be in [0, 1), --timeout and --interval not negative".into()));
         }
-        let mut s = cli::read_session(a.input.as_deref())?;
+        let sessions = cli::read_sessions(a.input.as_deref())?;
         cli::require_root()?;
         let o = drums::ready::ReadyOptions {
             threshold: a.threshold,
@@ -47,15 +47,22 @@ fn main() {
             png: a.png,
             blank: [(blank >> 16) as u8, (blank >> 8) as u8, blank as u8],
         };
-        let r = drums::ready::check(&s, &o)?;
-        let ok = r.ready;
-        let failed = r.failed.join(", ");
-        s.ready = Some(r);
-        drums::session_io::emit_session(&s)?;
-        if ok {
+        if o.png.is_some() && sessions.len() > 1 {
+            return Err(drums::Error::Usage("--png takes one record (one screenshot)".into()));
+        }
+        let mut not_ready = vec![];
+        for mut s in sessions {
+            let r = drums::ready::check(&s, &o)?;
+            if !r.ready {
+                not_ready.push(format!("{} ({})", s.id, r.failed.join(", ")));
+            }
+            s.ready = Some(r);
+            drums::session_io::emit_session(&s)?;
+        }
+        if not_ready.is_empty() {
             Ok(())
         } else {
-            Err(drums::Error::CheckFailed(format!("session {} is not agent-ready: {failed}", s.id)))
+            Err(drums::Error::CheckFailed(format!("not agent-ready: {}", not_ready.join("; "))))
         }
     })
 }

@@ -30,10 +30,18 @@ struct Args {
     ksm: bool,
     /// Record file (default: stdin).
     input: Option<PathBuf>,
+    /// CRIU's action script calls this to ledger the restored init (not for use by hand).
+    #[arg(long, hide = true, requires = "state_dir")]
+    ledger_init: Option<i32>,
+    #[arg(long, hide = true)]
+    state_dir: Option<PathBuf>,
 }
 
 fn main() {
     cli::run("drums-restore", |a: Args| {
+        if let (Some(pid), Some(dir)) = (a.ledger_init, &a.state_dir) {
+            return drums::restore::ledger_init(dir, pid);
+        }
         let c = match &a.checkpoint {
             Some(id) => drums::ckpt::load(id)?,
             None => {
