@@ -162,10 +162,12 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         cmd.arg("--leave-running");
     }
     let t0 = Instant::now();
-    let out = cmd.output().map_err(|e| Error::env(format!("run CRIU: {e}")))?;
+    let status = crate::criu::run(&mut cmd);
     let dump_s = t0.elapsed().as_secs_f64();
-    if !out.status.success() {
-        return Err(Error::failed(format!("criu dump failed: {}", criu_log_tail(&images.join("dump.log")))));
+    match status {
+        Ok(st) if st.success() => {}
+        Ok(_) => return Err(Error::failed(format!("criu dump failed: {}", criu_log_tail(&images.join("dump.log"))))),
+        Err(e) => return Err(Error::failed(format!("criu dump: {e}: {}", criu_log_tail(&images.join("dump.log"))))),
     }
     let kernel = nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default();
     Ok(Checkpoint {

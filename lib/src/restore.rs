@@ -134,7 +134,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
             Ok(())
         });
     }
-    let out = cmd.output().map_err(|e| Error::env(format!("run CRIU: {e}")))?;
+    let status = crate::criu::run(&mut cmd);
     let criu_s = t.elapsed().as_secs_f64();
     let pid_text = std::fs::read_to_string(&pidfile).unwrap_or_default();
     if let Ok(pid) = pid_text.trim().parse::<i32>() {
@@ -143,8 +143,11 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
             ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })?;
         }
     }
-    if !out.status.success() {
-        return Err(Error::failed(format!("criu restore failed: {}", crate::ckpt::criu_log_tail(&s.state_dir.join("restore.log")))));
+    let log_tail = || crate::ckpt::criu_log_tail(&s.state_dir.join("restore.log"));
+    match status {
+        Ok(st) if st.success() => {}
+        Ok(_) => return Err(Error::failed(format!("criu restore failed: {}", log_tail()))),
+        Err(e) => return Err(Error::failed(format!("criu restore: {e}: {}", log_tail()))),
     }
     let init_pid: i32 = pid_text.trim().parse().map_err(|_| Error::failed(format!("criu restore wrote no pid to {}", pidfile.display())))?;
     let init_start = crate::proc::start_time(init_pid).ok_or_else(|| Error::failed("the restored init vanished"))?;
