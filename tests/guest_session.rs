@@ -183,6 +183,19 @@ print(json.dumps(out))
     assert_eq!(v["file"], "note\n");
     assert_eq!(v["tree"], json!({"type": "directory", "name": "Desktop", "children": [{"type": "file", "name": "note.txt"}]}));
     assert_eq!(v["accessibility"], "<desktop-frame");
+
+    // OSWorld's `open` setup step: xdg-open as the user starts the session's browser on a file, and the
+    // guest waits for its window (the title holds the file's stem) and activates it.
+    let page = b"<title>drums-open</title><body style='background:#ff0000'></body>";
+    let (ct, body) = multipart(&[("file_path", None, b"~/Desktop/drums-open.html"), ("file_data", Some("drums-open.html"), page)]);
+    assert_eq!(request(addr, "POST", "/setup/upload", Some(&ct), &body).status, 200);
+    let r = post_json(addr, "/setup/open_file", &json!({"path": "~/Desktop/drums-open.html", "timeout_seconds": 60}));
+    assert_eq!((r.status, r.text().as_str()), (200, "File opened and window activated successfully"));
+    let (_, _, px, bpp) = decode_png(&get(addr, "/screenshot").body);
+    let red = px.chunks(bpp).filter(|p| p[0] > 200 && p[1] < 40 && p[2] < 40).count();
+    assert!(red > px.len() / bpp / 20, "the opened page is not on the screen ({red} red pixels)");
+    let r = post_json(addr, "/setup/open_file", &json!({"path": "~/Desktop/no-such-file.html"}));
+    assert_eq!(r.status, 404);
 }
 
 /// GET /accessibility walks the session's AT-SPI tree: a Chromium that exposes itself (as OSWorld's
