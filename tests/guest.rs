@@ -139,7 +139,10 @@ fn launch_screenshot_and_windows_with_a_real_browser() {
     assert_eq!((r.status, r.text().as_str()), (200, "Window closed successfully."));
     let gone = wait_for(30, || post_json(d.addr, "/setup/activate_window", &json!({"window_name": "Drums guest page"})).status == 404);
     assert!(gone, "the window was not closed");
-    let _ = post_json(d.addr, "/execute", &json!({"command": "pkill -u nobody chromium; true", "shell": true}));
+    // The browser leads its own process group (the guest logs its pid): end exactly that group.
+    let log = d.log_text();
+    let pid: i32 = log.split("launched pid ").nth(1).and_then(|r| r.split(':').next()).and_then(|p| p.parse().ok()).expect("the launch is logged with its pid");
+    unsafe { libc::kill(-pid, libc::SIGTERM) };
     let _ = std::fs::remove_dir_all(&dir);
 }
 
