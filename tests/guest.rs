@@ -352,3 +352,34 @@ fn python_hook_reseeds_random_on_sigusr1() {
     assert_ne!(fps[0], fps[1]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The command line: a user the session does not have and a bad display are refused with the conventions'
+/// codes; --port replaces the port of --listen; SIGTERM stops the server with status 0.
+#[test]
+fn command_line_and_stopping() {
+    let o = drums_tests::run("drums-guest", &["--user", "no-such-user-drums", "--listen", "127.0.0.1:0"], "");
+    assert_eq!(o.status.code(), Some(4), "{}", drums_tests::text(&o.stderr));
+    let err: serde_json::Value = serde_json::from_str(drums_tests::text(&o.stderr).lines().last().unwrap()).unwrap();
+    assert_eq!((err["kind"].as_str(), err["tool"].as_str()), (Some("environment"), Some("drums-guest")));
+    assert!(err["message"].as_str().unwrap().contains("/etc/passwd"), "{err}");
+    let o = drums_tests::run("drums-guest", &["--display", "host:1"], "");
+    assert_eq!(o.status.code(), Some(2), "{}", drums_tests::text(&o.stderr));
+
+    // Port 0 through --port: the log names the port actually bound, and it answers there.
+    let mut child = std::process::Command::new(drums_tests::tool("drums-guest"))
+        .args(["--listen", "127.0.0.1:5999", "--port", "0", "--user", "nobody", "--display", ":59"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stderr.take().unwrap()), &mut first).unwrap();
+    let addr: std::net::SocketAddr = first.split("listening on http://").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    assert_ne!(addr.port(), 5999);
+    assert_eq!(get(addr, "/platform").text(), "Linux");
+    // No X server on :59: the screen endpoints fail with 500 and say why; the rest still works.
+    let r = post_json(addr, "/screen_size", &json!({}));
+    assert_eq!(r.status, 500);
+    assert!(r.json()["message"].as_str().unwrap().contains(":59"), "{}", r.text());
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
