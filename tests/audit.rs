@@ -1,5 +1,5 @@
-//! drums-audit on real sessions: a cold pair passes revision 2a and fails the literal rule on exactly
-//! /dev/null and /dev/urandom; deliberately broken pairs (a shared pipe, a shared network namespace, a
+//! drums-audit on real sessions: a cold pair and two siblings restored from one checkpoint pass revision
+//! 2a and fail the literal rule on exactly /dev/null and /dev/urandom; deliberately broken pairs (a shared pipe, a shared network namespace, a
 //! writable file bind-mounted into both) fail and name the object; an audit during which processes start
 //! and exit, or of a session that is gone, is incomplete (exit 6), never a pass.
 
@@ -266,6 +266,70 @@ fn cold_pair_passes_2a_and_broken_pairs_fail_naming_the_object() {
 
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn restored_siblings_pass_2a_and_the_literal_verdict_reports_what_they_share() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let mut guard = Sessions::default();
+    let (_, rca) = cold(&mut guard);
+    let (_, rcb) = cold(&mut guard);
+    let (src, _) = cold(&mut guard);
+    // drums-ckpt kills the source after the dump (its record stays in the guard: destroying it is a no-op).
+    let o = run("drums-ckpt", &["--clean"], &src);
+    assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));
+    let ckpt: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let mut child = Command::new(repo_root().join("pipelines/restore.sh"))
+        .args(["--count", "2"])
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(text(&o.stdout).as_bytes()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    let siblings: Vec<String> = text(&o.stdout).lines().map(str::to_string).collect();
+    guard.0.extend(siblings.iter().cloned());
+    assert!(o.status.success(), "restore.sh: {}", text(&o.stderr));
+    assert_eq!(siblings.len(), 2);
+
+    let control = format!("{},{}", id_of(&rca), id_of(&rcb));
+    let sib: Vec<&str> = siblings.iter().map(String::as_str).collect();
+    let (code, r) = audit(&sib, &["--rule", "revision-2a", "--control", &control]);
+    eprintln!("restored siblings: literal {}\nintroduced_by_restore {}", r["verdicts"]["literal"], r["introduced_by_restore"]);
+    assert_eq!(r["complete"], true, "{}", r["incomplete"]);
+    assert_eq!(code, 0, "restored siblings pass revision 2a: {}", r["verdicts"]["revision_2a"]);
+    // The literal verdict reports exactly what the siblings share: every failing object of every check,
+    // no more, no fewer; here the two devices every session shares, cold or restored.
+    let failing_in_checks: Vec<Value> = r["pairs"][0]["checks"].as_array().unwrap().iter().flat_map(|c| c["shared"].as_array().unwrap().iter().filter(|o| o["fails_literal"] == true).cloned()).collect();
+    assert_eq!(ids(&r["verdicts"]["literal"]["failed_on"]), ids(&Value::Array(failing_in_checks)));
+    assert_eq!(r["verdicts"]["literal"]["pass"], false);
+    assert_eq!(ids(&r["verdicts"]["literal"]["failed_on"]), vec!["chr:1:3", "chr:1:9"]);
+    assert_eq!(ids(&r["verdicts"]["revision_2a"]["tolerated"]), vec!["chr:1:3", "chr:1:9"]);
+    assert_eq!(r["introduced_by_restore"], serde_json::json!([]), "the restore introduced nothing the cold control does not share");
+    // Restored siblings have the same PIDs inside their namespaces, and still share no process.
+    let ns_pids = |i: usize| -> Vec<i64> {
+        let mut v: Vec<i64> = r["sessions"][i]["processes"].as_array().unwrap().iter().filter_map(|p| p["ns_pid"].as_i64()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ns_pids(0).iter().take(3).collect::<Vec<_>>(), ns_pids(1).iter().take(3).collect::<Vec<_>>(), "restored siblings keep their PIDs inside");
+    let check = |name: &str| r["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
+    for name in ["processes", "namespaces", "network_namespace", "pipes", "sockets", "eventfds", "locks", "x_socket"] {
+        assert_eq!(check(name)["pass"], true, "{}", check(name));
+    }
+
+    drop(guard);
+    let _ = std::fs::remove_dir_all(ckpt["dir"].as_str().unwrap());
     let left = inventory().new_since(&before);
     assert!(left.is_empty(), "left behind: {left:?}");
 }
