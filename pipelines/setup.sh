@@ -7,7 +7,7 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 [ "$(id -u)" = 0 ] || { echo "setup: run as root" >&2; exit 4; }
 
 packages=(xvfb openbox dbus dbus-x11 at-spi2-core chromium x11-utils x11-xserver-utils iproute2 iptables nftables
-  python3 python3-xlib python3-pil python3-tk python3-pip python3-venv python3-pyatspi sudo mandoc jq curl procps psmisc
+  python3 python3-xlib python3-pil python3-tk python3-pip python3-venv python3-pyatspi python3-numpy sudo mandoc jq curl procps psmisc
   busybox-static cpio qemu-system-x86 binutils fonts-dejavu-core openssl xdg-utils)
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done

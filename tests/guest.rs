@@ -297,15 +297,17 @@ fn sigusr1_reseeds_the_rng_and_shows_the_new_fingerprint() {
     assert!(wait_for(5, || d.log_text().contains(&format!("generation 1 fingerprint {fp}"))), "log:\n{}", d.log_text());
 }
 
-/// The Python start-up hook: two processes in the same `random` state (as restored clones are) draw the
-/// same numbers, and different ones after SIGUSR1; each reseed is logged with the new state's fingerprint.
+/// The Python start-up hook: two processes in the same `random` and numpy state (as restored clones are)
+/// draw the same numbers, and different ones after SIGUSR1; each reseed is logged with the new state's
+/// fingerprint.
 #[test]
 fn python_hook_reseeds_random_on_sigusr1() {
     use std::io::{BufRead, Write};
     let dir = tmpdir("pyhook");
     std::fs::copy(drums_tests::repo_root().join("lib/src/guest/sitecustomize.py"), dir.join("sitecustomize.py")).unwrap();
     let log = dir.join("reseed.log");
-    let script = "import random, sys\nrandom.seed(1234)\nprint('ready', flush=True)\nsys.stdin.readline()\nprint(random.random())\n";
+    // numpy is loaded before the signal, so its global generator is reseeded too.
+    let script = "import random, sys, numpy\nrandom.seed(1234)\nnumpy.random.seed(99)\nprint('ready', flush=True)\nsys.stdin.readline()\nprint(random.random(), numpy.random.random())\n";
     let draw = |signal: bool| -> Vec<String> {
         let mut kids: Vec<_> = (0..2)
             .map(|_| {
@@ -344,8 +346,11 @@ fn python_hook_reseeds_random_on_sigusr1() {
     assert_eq!(same[0], same[1], "equal states draw equal numbers");
     assert!(!log.exists(), "no signal, no reseed");
     let reseeded = draw(true);
-    assert_ne!(reseeded[0], reseeded[1], "after SIGUSR1 the two differ");
-    assert_ne!(reseeded[0], same[0]);
+    let parts = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let (a, b, s0) = (parts(&reseeded[0]), parts(&reseeded[1]), parts(&same[0]));
+    assert_ne!(a[0], b[0], "after SIGUSR1 the two `random` streams differ");
+    assert_ne!(a[1], b[1], "after SIGUSR1 the two numpy streams differ");
+    assert_ne!((&a[0], &a[1]), (&s0[0], &s0[1]));
     let lines = std::fs::read_to_string(&log).unwrap();
     let fps: Vec<&str> = lines.lines().map(|l| l.split_whitespace().nth(1).unwrap()).collect();
     assert_eq!(fps.len(), 2, "{lines}");
