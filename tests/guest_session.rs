@@ -191,9 +191,14 @@ print(json.dumps(out))
     assert_eq!(request(addr, "POST", "/setup/upload", Some(&ct), &body).status, 200);
     let r = post_json(addr, "/setup/open_file", &json!({"path": "~/Desktop/drums-open.html", "timeout_seconds": 60}));
     assert_eq!((r.status, r.text().as_str()), (200, "File opened and window activated successfully"));
-    let (_, _, px, bpp) = decode_png(&get(addr, "/screenshot").body);
-    let red = px.chunks(bpp).filter(|p| p[0] > 200 && p[1] < 40 && p[2] < 40).count();
-    assert!(red > px.len() / bpp / 20, "the opened page is not on the screen ({red} red pixels)");
+    // The title (which the window search matched) comes before the first paint: wait for the page.
+    let mut red = 0;
+    let painted = wait_for(30, || {
+        let (_, _, px, bpp) = decode_png(&get(addr, "/screenshot").body);
+        red = px.chunks(bpp).filter(|p| p[0] > 200 && p[1] < 40 && p[2] < 40).count();
+        red > px.len() / bpp / 20
+    });
+    assert!(painted, "the opened page is not on the screen ({red} red pixels)");
     let r = post_json(addr, "/setup/open_file", &json!({"path": "~/Desktop/no-such-file.html"}));
     assert_eq!(r.status, 404);
 }
