@@ -264,6 +264,9 @@ struct Claimed {
     ids: BTreeSet<String>,
     /// PID namespaces of ledgered inits that are alive.
     pidns: BTreeSet<u64>,
+    /// Live processes holding a session in a creating or restoring phase: what they are making (CRIU's
+    /// restored tree, an init before it is ledgered) is theirs.
+    creators: BTreeSet<i32>,
 }
 
 fn claimed() -> Claimed {
@@ -277,6 +280,11 @@ fn claimed() -> Claimed {
         let Ok(c) = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)) else { continue };
         if let Some((id, ..)) = c.owner() {
             k.ids.insert(id.to_string());
+        }
+        if let Some((p, by, _)) = c.last_phase() {
+            if matches!(p, "creating" | "restoring") && holder_alive(by) {
+                k.creators.insert(by.pid);
+            }
         }
         for r in c.live() {
             match r {
@@ -344,7 +352,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
     };
 
     for (init_pid, start, pidns, why) in session_inits() {
-        if k.pidns.contains(&pidns) {
+        if k.pidns.contains(&pidns) || made_by(init_pid, &k.creators) {
             continue;
         }
         let age = process_age(start);
@@ -428,7 +436,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         }
         if let Some(f) = &fresh {
             let now_claimed = match &c {
-                Candidate::Process { pidns, .. } => f.pidns.contains(pidns),
+                Candidate::Process { pidns, init_pid, .. } => f.pidns.contains(pidns) || made_by(*init_pid, &f.creators),
                 Candidate::Link(n) => f.links.contains(n) || all_links.iter().any(|l| &l.name == n && peer_claimed(l, &f.links)),
                 Candidate::Mount(p) => f.mounts.contains(p) || f.dirs.iter().any(|d| p.starts_with(d)),
                 Candidate::Cgroup(p) => f.cgroups.contains(p) || p.file_name().is_some_and(|n| f.ids.contains(&*n.to_string_lossy())),
@@ -509,6 +517,28 @@ fn session_inits() -> Vec<(i32, u64, u64, String)> {
         out.push((pid, start, ns, why));
     }
     out
+}
+
+/// Whether `pid` descends from one of `creators`: a restore's tree is CRIU's child, and CRIU the child of
+/// the drums-restore that holds the session in the restoring phase until it has ledgered the init.
+fn made_by(pid: i32, creators: &BTreeSet<i32>) -> bool {
+    let mut p = pid;
+    for _ in 0..16 {
+        let Some(pp) = ppid(p) else { return false };
+        if creators.contains(&pp) {
+            return true;
+        }
+        if pp <= 1 {
+            return false;
+        }
+        p = pp;
+    }
+    false
+}
+
+fn ppid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Seconds since a process started, from its start time in clock ticks after boot.
