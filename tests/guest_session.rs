@@ -71,8 +71,8 @@ fn osworld_task_e0df059f_through_a_real_session() {
     assert_eq!(get(addr, "/screenshot").status, 200);
 
     // The desktop user of OSWorld's image.
-    let r = post_json(addr, "/execute", &json!({"command": "id -un; echo $HOME; python --version", "shell": true}));
-    assert_eq!(r.json()["output"].as_str().unwrap().lines().take(2).collect::<Vec<_>>(), ["user", "/home/user"], "{}", r.text());
+    let r = post_json(addr, "/execute", &json!({"command": "id -un; echo $HOME; command -v python; command -v google-chrome", "shell": true}));
+    assert_eq!(r.json()["output"], "user\n/home/user\n/usr/bin/python\n/usr/bin/google-chrome\n", "{}", r.text());
     assert_eq!(get(addr, "/desktop_path").json(), json!({"desktop_path": "/home/user/Desktop"}));
     // Python in the session starts with the template's clone-hygiene hook installed.
     let r = post_json(addr, "/execute", &json!({"command": ["python", "-c", "import signal; print(signal.getsignal(signal.SIGUSR1).__qualname__)"]}));

@@ -4,6 +4,7 @@
 #   - a desktop user `user` (uid 1000 when free) with home /home/user and ~/Desktop, password `password`,
 #     allowed to sudo (etc/passwd, shadow, group, gshadow: the host's copies plus that user; sudoers.d);
 #   - `python` (-> python3) and pyautogui with its X11 back end, pip-installed for Debian's /usr/bin/python3;
+#   - `google-chrome` (-> chromium), the name OSWorld's tasks start the browser by;
 #   - the clone-hygiene start-up hook for Python (sitecustomize; SIGUSR1 reseeds random and numpy).
 # Idempotent: a file is rewritten only when its content changes, pip runs only when the pinned set changes.
 # Needs root. Result: $DRUMS_TEMPLATE_DIR (default /var/lib/drums/template).
@@ -82,6 +83,12 @@ chmod 755 "$tpl/home" "$tpl$home"
 if [ ! -e /usr/bin/python ] || [ -L "$tpl/usr/bin/python" ]; then
   mkdir -p "$tpl/usr/bin"
   ln -sfn python3 "$tpl/usr/bin/python"
+fi
+
+# OSWorld's tasks start Chrome as `google-chrome`: the session's Chromium answers to that name too.
+if ! command -v google-chrome >/dev/null && [ -x /usr/bin/chromium ] || [ -L "$tpl/usr/bin/google-chrome" ]; then
+  mkdir -p "$tpl/usr/bin"
+  ln -sfn chromium "$tpl/usr/bin/google-chrome"
 fi
 
 # pyautogui for Debian's python3, in /usr/local/lib/python3.X/dist-packages: on its path ahead of Debian's
