@@ -357,6 +357,8 @@ struct Stray {
     mount: PathBuf,
     cgroup: PathBuf,
     slot: PathBuf,
+    /// An unfinished checkpoint, as a dump killed midway leaves it.
+    partial: PathBuf,
     unshare: Option<Child>,
     init: i32,
     pidns: u64,
@@ -375,9 +377,12 @@ impl Stray {
         let slot = drums::state::state_root().join("slots").join(format!("stray-{tag}"));
         std::fs::create_dir_all(slot.parent().unwrap()).unwrap();
         std::fs::write(&slot, "d-gone").unwrap();
+        let partial = drums::state::checkpoint_root().join(format!("c-{tag}.partial"));
+        std::fs::create_dir_all(partial.join("images")).unwrap();
+        std::fs::write(partial.join("images/pages-1.img"), "x").unwrap();
         let (c, init) = spawn_init();
         let pidns = drums::proc::ns_inode(init, "pid").unwrap();
-        Stray { tag, link, mount, cgroup, slot, unshare: Some(c), init, pidns }
+        Stray { tag, link, mount, cgroup, slot, partial, unshare: Some(c), init, pidns }
     }
     fn present(&self) -> Vec<String> {
         let inv = inventory();
@@ -393,6 +398,9 @@ impl Stray {
         }
         if self.slot.exists() {
             v.push(format!("slot {}", self.slot.display()));
+        }
+        if self.partial.exists() {
+            v.push(format!("checkpoint {}", self.partial.display()));
         }
         if drums::proc::state(self.init).is_some_and(|s| s != 'Z') && drums::proc::comm(self.init) == "drums-init" {
             v.push(format!("init {}", self.init));
@@ -418,6 +426,7 @@ impl Drop for Stray {
         let _ = std::fs::remove_dir(&self.mount);
         let _ = std::fs::remove_dir(&self.cgroup);
         let _ = std::fs::remove_file(&self.slot);
+        let _ = std::fs::remove_dir_all(&self.partial);
     }
 }
 
@@ -558,7 +567,7 @@ fn cron_sweep_removes_orphans_and_strays_and_spares_live_and_foreign() {
     assert_eq!(live.missing(9), Vec::<String>::new(), "a sweep harmed a live session: {r}");
     assert_eq!(foreign.missing(), Vec::<String>::new(), "a sweep touched what is not Drums': {r}");
     let kinds: Vec<&str> = r["unledgered"]["removed"].as_array().unwrap().iter().map(|l| l["kind"].as_str().unwrap()).collect();
-    for k in ["process", "link", "mount", "cgroup", "slot"] {
+    for k in ["process", "link", "mount", "cgroup", "slot", "checkpoint"] {
         assert!(kinds.contains(&k), "no unledgered {k} reported removed: {r}");
     }
     let o = run("drums-sweep", &[], &live.record());
@@ -585,7 +594,7 @@ fn dry_run_sweep_changes_nothing() {
     let planned = r["destroyed"].as_array().unwrap().iter().find(|d| d["session"] == orphan.id.as_str()).unwrap()["planned"].clone();
     assert!(!planned.as_array().unwrap().is_empty(), "{r}");
     let unl = r["unledgered"]["planned"].to_string();
-    for what in [&stray.link, &stray.mount.display().to_string(), &stray.cgroup.display().to_string(), &stray.slot.display().to_string(), &stray.init.to_string()] {
+    for what in [&stray.link, &stray.mount.display().to_string(), &stray.cgroup.display().to_string(), &stray.slot.display().to_string(), &stray.partial.display().to_string(), &stray.init.to_string()] {
         assert!(unl.contains(what.as_str()), "the plan misses {what}: {r}");
     }
     assert_eq!(before.processes.len(), 6, "two inits with two children each: {before:?}");
@@ -606,8 +615,8 @@ fn unledgered_objects_wait_for_the_grace_period() {
     let mut stray = Stray::new();
     let (code, r, err) = sweep(&[]);
     assert_swept(code, &r, &err, &[&stray.tag]);
-    assert_eq!(stray.present().len(), 5, "the default grace period spares young objects: {r}");
-    assert!(r["unledgered"]["waiting"].as_array().unwrap().len() >= 5, "{r}");
+    assert_eq!(stray.present().len(), 6, "the default grace period spares young objects: {r}");
+    assert!(r["unledgered"]["waiting"].as_array().unwrap().len() >= 6, "{r}");
     // Links, mounts, cgroups and slots have no kernel age: the first sweep that sees them starts the clock.
     let (_, r, _) = sweep(&["--older-than", "2"]);
     assert!(stray.present().len() >= 4, "{r}");

@@ -9,16 +9,18 @@
 //!   died midway; when it holds resources but no live init (half-created, or its init died); or when it
 //!   has no readable ledger at all.
 //!
-//! Unledgered leftovers are kernel objects that carry Drums' names but that no ledger claims: links named
+//! Unledgered leftovers are objects that carry Drums' names but that no ledger claims: links named
 //! `drums*`, mounts below the state root outside any ledgered session directory, directories below a
-//! `drums` cgroup directory, slot files, and session inits (comm `drums-init` or command line
-//! `drums-ns init`) with their whole PID namespace. A ledger is always written before the object it names
-//! is created, but the sweep reads ledgers before it lists objects, so an object created in between looks
-//! unledgered for a moment. So an unledgered object is removed only when it has been unledgered for the
-//! grace period: for processes the kernel gives their age (start time); links, mounts and cgroup
-//! directories have no creation time the kernel reports, so the sweep remembers when it first saw each
-//! (`<state_root>/sweep-seen.json`) and removes it on a later run. With `older_than` 0 everything is
-//! removed in one run. Every ledger is read again just before the unledgered objects are judged.
+//! `drums` cgroup directory, slot files, unfinished checkpoints (`<checkpoint root>/*.partial`), and
+//! session inits (comm `drums-init` or command line `drums-ns init`) with their whole PID namespace. A
+//! ledger is always written before the object it names is created, but the sweep reads ledgers before it
+//! lists objects, so an object created in between looks unledgered for a moment. So an unledgered object
+//! is removed only when it has been unledgered for the grace period: processes are dated by their start
+//! time and unfinished checkpoints by their mtime; links, mounts and cgroup directories have no creation
+//! time the kernel reports, so the sweep remembers when it first saw each (`<state_root>/sweep-seen.json`)
+//! and removes it on a later run. With `older_than` 0 everything is removed in one run. Every ledger is
+//! read again just before the unledgered objects are judged, and a process that descends from a live tool
+//! holding a session in a creating or restoring phase (CRIU's restored tree) is never a leftover.
 
 use super::{fsops, links, DestroyOptions, DestroyReport};
 use crate::error::{Error, IoContext, Result};
@@ -91,7 +93,7 @@ pub struct Verdict {
 /// One unledgered object.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Leftover {
-    /// `process`, `link`, `mount`, `cgroup`, `slot`.
+    /// `process`, `link`, `mount`, `cgroup`, `slot`, `checkpoint`.
     pub kind: &'static str,
     /// The link name, mount point, cgroup directory or slot file; for a process, its host pid.
     pub name: String,
@@ -264,6 +266,8 @@ struct Claimed {
     ids: BTreeSet<String>,
     /// PID namespaces of ledgered inits that are alive.
     pidns: BTreeSet<u64>,
+    /// Directories ledgered to be removed (a checkpoint being written, `<id>.partial`).
+    dir_res: BTreeSet<PathBuf>,
     /// Live processes holding a session in a creating or restoring phase: what they are making (CRIU's
     /// restored tree, an init before it is ledgered) is theirs.
     creators: BTreeSet<i32>,
@@ -300,6 +304,9 @@ fn claimed() -> Claimed {
                 Resource::Slot { path, .. } => {
                     k.slots.insert(path);
                 }
+                Resource::Dir { path } => {
+                    k.dir_res.insert(path);
+                }
                 Resource::Process { pid, start_time, init: true, .. } if crate::proc::alive(pid, start_time) => {
                     if let Ok(ns) = crate::proc::ns_inode(pid, "pid") {
                         k.pidns.insert(ns);
@@ -330,6 +337,7 @@ enum Candidate {
     Mount(PathBuf),
     Cgroup(PathBuf),
     Slot(PathBuf),
+    Partial(PathBuf),
 }
 
 fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
@@ -417,6 +425,18 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         cands.push((lo, Candidate::Slot(p), age));
     }
 
+    // A checkpoint is written as `<checkpoint root>/<id>.partial` and renamed when complete; one that no
+    // ledger names any more is what a dump killed midway left (it may hold hundreds of MiB of images).
+    for e in std::fs::read_dir(crate::state::checkpoint_root()).into_iter().flatten().flatten() {
+        let p = e.path();
+        if !e.file_type().is_ok_and(|t| t.is_dir()) || p.extension().is_none_or(|x| x != "partial") || k.dir_res.contains(&p) {
+            continue;
+        }
+        let lo = Leftover { kind: "checkpoint", name: p.display().to_string(), note: "an unfinished checkpoint in no ledger".into(), errno: None };
+        let age = dated(String::new(), Some(mtime_age(&p, now)));
+        cands.push((lo, Candidate::Partial(p), age));
+    }
+
     // Processes first: a killed PID namespace releases the mounts, links and cgroups it held.
     cands.sort_by_key(|(_, c, _)| match c {
         Candidate::Process { .. } => 0,
@@ -424,6 +444,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         Candidate::Link(_) => 2,
         Candidate::Cgroup(_) => 3,
         Candidate::Slot(_) => 4,
+        Candidate::Partial(_) => 5,
     });
     // Ledgers again, right before acting: anything a tool ledgered since the first read is not ours.
     let fresh = if dry || cands.is_empty() { None } else { Some(claimed()) };
@@ -441,6 +462,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
                 Candidate::Mount(p) => f.mounts.contains(p) || f.dirs.iter().any(|d| p.starts_with(d)),
                 Candidate::Cgroup(p) => f.cgroups.contains(p) || p.file_name().is_some_and(|n| f.ids.contains(&*n.to_string_lossy())),
                 Candidate::Slot(p) => f.slots.contains(p),
+                Candidate::Partial(p) => f.dir_res.contains(p),
             };
             if now_claimed {
                 continue;
@@ -465,6 +487,11 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
                 Err((e, at)) => Err((format!("{}: unmount: {e}", at.display()), e.raw_os_error())),
             },
             Candidate::Cgroup(p) => super::remove_cgroup(p, opts.destroy.busy_wait).map(|_| "removed".into()).map_err(|f| (f.reason, f.errno)),
+            Candidate::Partial(p) => match fsops::remove_tree(p) {
+                Ok(true) => Ok("removed".into()),
+                Ok(false) => Ok("already gone".into()),
+                Err(m) => Err((m, None)),
+            },
             Candidate::Slot(p) => match std::fs::remove_file(p) {
                 Ok(()) => Ok("removed".into()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok("already gone".into()),
