@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Drums warm-pool benchmark: cold starts against pool takes, interleaved, on this machine.
+
+Time to an agent-ready, unique session, measured as the wall time of one command from its start to its
+exit with the session's record (ready.ready true) on its standard output:
+  cold   pipelines/cold.sh (drums-overlay, drums-ns, drums-desktop, drums-ready)
+  take   pipelines/pool-take.sh (claim a parked sibling that was restored, reseeded and checked ahead of
+         demand; thaw it when it was parked frozen; re-check readiness with drums-ready; print the record)
+Starts alternate (cold, take, cold, take, ...), so machine noise hits both arms alike. Each session is
+destroyed (untimed) before the next start; after each take the pool is refilled to its depth with
+pipelines/pool-fill.sh (untimed for the take, timed for the fill rate). The ratio cold p50 / take p50
+comes with a bootstrap 95% interval (resampling both arms, 2000 draws).
+
+Fill rate: parked siblings per minute, from the wall time of pool-fill.sh calls (each restores, reseeds,
+readiness-checks and freezes siblings one after another on this machine), over every fill of the run.
+
+Memory per parked sibling: the pool is filled one sibling at a time up to --mem-siblings; after each (and
+a settle pause) host used memory (MemTotal - MemAvailable) is read; the slope of a least-squares line over
+1..N is the memory per added parked sibling. Beside it, the summed Pss of every process in each parked
+sibling (smaps_rollup), the mean over the parked siblings.
+
+Prints one JSON object. Every figure carries its unit, sample count and method. Imports nothing from
+pipelines/bench.py.
+Usage: pipelines/pool-bench.py [--takes 20] [--depth 4] [--mem-siblings 4] [--no-freeze] [--out FILE]
+"""
+import argparse, json, os, random, statistics, subprocess, sys, time
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ)
+ENV["PATH"] = os.path.join(HERE, "target/release") + ":" + ENV.get("PATH", "")
+ENV["DRUMS_OWNER"] = str(os.getpid())
+STATE = os.environ.get("DRUMS_STATE_DIR", "/run/drums")
+
+
+def sh(cmd, stdin=None, check=True):
+    p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=ENV)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{cmd}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
+    return p.stdout
+
+
+def destroy(records):
+    if records.strip():
+        sh(["drums-sweep"], stdin=records, check=False)
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    k = (len(xs) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def bootstrap_ratio(a, b, q=0.5, draws=2000, seed=1):
+    rnd = random.Random(seed)
+    rs = []
+    for _ in range(draws):
+        ra = [rnd.choice(a) for _ in a]
+        rb = [rnd.choice(b) for _ in b]
+        rs.append(pct(ra, q) / pct(rb, q))
+    return [pct(rs, 0.025), pct(rs, 0.975)]
+
+
+def used_mib():
+    info = {}
+    for line in open("/proc/meminfo"):
+        k, v = line.split(":")
+        info[k] = int(v.split()[0])
+    return (info["MemTotal"] - info["MemAvailable"]) / 1024
+
+
+def session_pss_mib(rec):
+    pidns = rec["ns"]["inodes"]["pid"]
+    total = 0
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{p}/ns/pid").st_ino != pidns:
+                continue
+            for line in open(f"/proc/{p}/smaps_rollup"):
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def slope(xs, ys):
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def summary(xs):
+    return {"p50_s": round(pct(xs, 0.5), 4), "p95_s": round(pct(xs, 0.95), 4), "min_s": round(min(xs), 4), "max_s": round(max(xs), 4), "n": len(xs)} if xs else None
+
+
+class Pool:
+    def __init__(self, ckpt_id, freeze):
+        self.ckpt_id = ckpt_id
+        self.freeze = freeze
+        self.fills = []  # (made, seconds)
+        self.parked = []  # pool_parked records
+
+    def fill(self, depth):
+        args = [os.path.join(HERE, "pipelines/pool-fill.sh"), "--checkpoint", self.ckpt_id, "--depth", str(depth)]
+        if not self.freeze:
+            args.append("--no-freeze")
+        t0 = time.monotonic()
+        out = sh(args)
+        dt = time.monotonic() - t0
+        recs = [json.loads(l) for l in out.splitlines() if l.strip()]
+        made = [r for r in recs if r["type"] == "pool_parked"]
+        self.parked += made
+        if made:
+            self.fills.append((len(made), dt))
+        return recs[-1]
+
+    def take(self):
+        t0 = time.monotonic()
+        out = sh([os.path.join(HERE, "pipelines/pool-take.sh"), "--checkpoint", self.ckpt_id])
+        return time.monotonic() - t0, out
+
+    def drain(self):
+        sh([os.path.join(HERE, "pipelines/pool-drain.sh"), "--checkpoint", self.ckpt_id], check=False)
+
+    def ready_records(self):
+        d = os.path.join(STATE, "pools", self.ckpt_id, "ready")
+        return [json.loads(open(os.path.join(d, f)).read()) for f in sorted(os.listdir(d))]
+
+
+def cold():
+    t0 = time.monotonic()
+    out = sh([os.path.join(HERE, "pipelines/cold.sh")])
+    return time.monotonic() - t0, out
+
+
+def check(arm, out):
+    rec = json.loads(out)
+    if not rec.get("ready", {}).get("ready"):
+        destroy(out)
+        raise RuntimeError(f"{arm}: not ready: {rec.get('ready')}")
+    if arm == "take" and not (rec.get("reseed") and rec.get("pool", {}).get("taken_at")):
+        destroy(out)
+        raise RuntimeError(f"take: not a reseeded, taken sibling: {rec.get('pool')}")
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--takes", type=int, default=20, help="starts per arm")
+    ap.add_argument("--depth", type=int, default=4, help="pool depth kept during the interleaved starts")
+    ap.add_argument("--mem-siblings", type=int, default=4, help="parked siblings for the memory slope")
+    ap.add_argument("--settle", type=float, default=2.0, help="seconds between a fill and a memory reading")
+    ap.add_argument("--no-freeze", action="store_true", help="park siblings running instead of frozen")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    result = {"drums": 1, "type": "pool_benchmark", "machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
+              "parked": "running" if a.no_freeze else "frozen (cgroup freezer); the taker thaws and re-checks within the measured time",
+              "method": "interleaved starts (cold, take, ...), wall time of one command from its start to its exit with a ready record; "
+                        "sessions destroyed between starts and the pool refilled after each take (both untimed); release build"}
+    src = sh([os.path.join(HERE, "pipelines/cold.sh")])
+    ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
+    c = json.loads(ckpt)
+    result["checkpoint"] = {"id": c["id"], "dump_s": round(c["dump_s"], 3), "image_mib": round(c["image_bytes"] / 2**20, 1)}
+    pool = Pool(c["id"], not a.no_freeze)
+    times = {"cold": [], "take": []}
+    take_internal, ready_s, ages = [], [], []
+    try:
+        # Memory per parked sibling: one more parked sibling at a time.
+        time.sleep(a.settle)
+        base = used_mib()
+        used = []
+        for k in range(1, a.mem_siblings + 1):
+            pool.fill(k)
+            time.sleep(a.settle)
+            used.append(used_mib())
+        pss = [session_pss_mib(r) for r in pool.ready_records()]
+        xs = list(range(1, a.mem_siblings + 1))
+        result["memory_per_parked_sibling"] = {
+            "slope_mib": round(slope(xs, used), 1) if len(xs) >= 2 else None,
+            "slope_method": f"least-squares slope of host used memory (MemTotal-MemAvailable) over 1..{a.mem_siblings} parked siblings, {a.settle} s settle after each",
+            "host_used_mib_series": [round(u - base, 1) for u in used],
+            "pss_mean_mib": round(statistics.mean(pss), 1) if pss else None,
+            "pss_method": "sum of Pss (smaps_rollup) over every process in a parked sibling's PID namespace, mean over the parked siblings",
+            "n": len(pss),
+        }
+        pool.fill(a.depth)
+        for i in range(a.takes):
+            for arm in ("cold", "take"):
+                if arm == "cold":
+                    dt, out = cold()
+                    check(arm, out)
+                else:
+                    dt, out = pool.take()
+                    rec = check(arm, out)
+                    take_internal.append(rec["ready"]["checked_at"] - rec["pool"]["take_started_at"])
+                    ready_s.append(rec["ready"]["ready_s"])
+                    ages.append(rec["pool"]["taken_at"] - rec["pool"]["parked_at"])
+                times[arm].append(dt)
+                destroy(out)
+                if arm == "take":
+                    pool.fill(a.depth)
+            print(f"pool-bench: {i + 1}/{a.takes}: cold {times['cold'][-1]:.3f} s, take {times['take'][-1]:.3f} s", file=sys.stderr)
+        t = result["time_to_agent_ready"] = {"cold": summary(times["cold"]), "take": summary(times["take"])}
+        t["take"]["inside_pool_take_p50_s"] = round(pct(take_internal, 0.5), 4)
+        t["take"]["drums_ready_p50_s"] = round(pct(ready_s, 0.5), 4)
+        t["take"]["parked_age_p50_s"] = round(pct(ages, 0.5), 1)
+        c50, t50 = pct(times["cold"], 0.5), pct(times["take"], 0.5)
+        result["ratio_cold_over_take"] = {
+            "p50": round(c50 / t50, 1), "p50_bootstrap_95": [round(x, 1) for x in bootstrap_ratio(times["cold"], times["take"])],
+            "p95": round(pct(times["cold"], 0.95) / pct(times["take"], 0.95), 1), "n_each": a.takes,
+            "target": "p50 ratio >= 10 (goal 20)"}
+        made = sum(m for m, _ in pool.fills)
+        secs = sum(s for _, s in pool.fills)
+        per = [p["fill_s"]["total_s"] for p in pool.parked]
+        result["fill"] = {"sessions_per_minute": round(60 * made / secs, 1), "sessions": made, "fill_calls": len(pool.fills),
+                          "method": "parked siblings over the summed wall time of the pool-fill.sh calls that parked them (restore, reseed, ready, freeze, one after another; 2 cores)",
+                          "per_sibling_p50_s": round(pct(per, 0.5), 3),
+                          "per_sibling_breakdown_p50_s": {k: round(pct([p["fill_s"][k] for p in pool.parked], 0.5), 3) for k in pool.parked[0]["fill_s"]}}
+    finally:
+        pool.drain()
+        subprocess.run(["rm", "-rf", c["dir"]])
+    text = json.dumps(result, indent=1)
+    if a.out:
+        open(a.out, "w").write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

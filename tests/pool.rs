@@ -1,0 +1,340 @@
+//! The warm pool on real sessions (drums-pool(7)): a pool of depth 4 is filled and survives a sweep;
+//! 4 concurrent takers get 4 distinct, thawed, ready sessions; a fifth fails at once or waits as asked;
+//! two taken siblings differ in everything the clone-hygiene test checks; takers killed midway leave
+//! nothing once swept; a taker refuses siblings older than its limit; a drain leaves nothing.
+
+use drums::cdp::Cdp;
+use drums_tests::*;
+use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn me() -> i32 {
+    std::process::id() as i32
+}
+
+fn script(name: &str) -> Command {
+    let mut c = Command::new(repo_root().join("pipelines").join(name));
+    c.env("PATH", path_with_tools()).env("DRUMS_OWNER", me().to_string()).stdin(Stdio::null());
+    c
+}
+
+fn out(c: &mut Command) -> Output {
+    c.output().unwrap()
+}
+
+/// Whatever the test made is destroyed when this is dropped, also after a failed assertion: the parked
+/// siblings (drained), the taken ones, and any session whose ledger names one of our processes as owner.
+struct Guard {
+    ckpt_id: String,
+    ckpt_dir: String,
+    records: Vec<String>,
+    owners: Vec<i32>,
+    dirs_before: Vec<PathBuf>,
+}
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if !self.ckpt_id.is_empty() {
+            let o = out(script("pool-drain.sh").args(["--checkpoint", &self.ckpt_id]));
+            if !o.status.success() {
+                eprintln!("drain: {}{}", text(&o.stdout), text(&o.stderr));
+            }
+        }
+        for r in &self.records {
+            let _ = run("drums-sweep", &[], r);
+        }
+        for d in session_dirs() {
+            if self.dirs_before.contains(&d) {
+                continue;
+            }
+            let Ok(c) = drums::ledger::read_file(&d.join(drums::ledger::FILE_NAME)) else { continue };
+            let ours = c.owner().is_some_and(|(_, o, _, _)| self.owners.contains(&o.pid));
+            if ours {
+                let _ = Command::new(tool("drums-sweep")).arg("--state-dir").arg(&d).output();
+            }
+        }
+        if !self.ckpt_dir.is_empty() {
+            let _ = std::fs::remove_dir_all(&self.ckpt_dir);
+        }
+    }
+}
+
+fn session_dirs() -> Vec<PathBuf> {
+    std::fs::read_dir(drums::state::sessions_root()).into_iter().flatten().flatten().map(|e| e.path()).collect()
+}
+
+fn keep(g: &mut Guard, o: &Output) {
+    let t = text(&o.stdout);
+    if !t.trim().is_empty() {
+        g.records.push(t.trim().to_string());
+    }
+}
+
+fn lines(o: &Output) -> Vec<Value> {
+    text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+fn last_phase(id: &str) -> Option<(String, i32)> {
+    let c = drums::ledger::read_file(&drums::state::session_dir(id).join(drums::ledger::FILE_NAME)).ok()?;
+    c.last_phase().map(|(p, by, _)| (p.to_string(), by.pid))
+}
+
+fn freezer_state(rec: &Value) -> String {
+    let dir = rec["cgroup"]["paths"]["freezer"].as_str().expect("a freezer cgroup");
+    std::fs::read_to_string(Path::new(dir).join("freezer.state")).unwrap().trim().to_string()
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).collect();
+    v.sort();
+    v
+}
+
+fn fill(g: &mut Guard, depth: u32) -> Vec<Value> {
+    let child = script("pool-fill.sh").args(["--checkpoint", &g.ckpt_id, "--depth", &depth.to_string()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    g.owners.push(child.id() as i32);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "pool-fill: {}{}", text(&o.stdout), text(&o.stderr));
+    let recs = lines(&o);
+    let summary = recs.last().unwrap();
+    assert_eq!(summary["type"], "pool_fill", "{summary}");
+    assert_eq!(summary["depth"], depth, "{summary}");
+    recs
+}
+
+fn take(args: &[&str]) -> Command {
+    let mut c = script("pool-take.sh");
+    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+fn sweep_orphans() -> Value {
+    let o = Command::new(tool("drums-sweep")).args(["--orphans", "--older-than", "1"]).output().unwrap();
+    serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("{e}: {}{}", text(&o.stdout), text(&o.stderr)))
+}
+
+fn inside(rec: &Value, script: &str) -> String {
+    let o = Command::new(tool("drums-ns")).args(["exec", "--session", rec["id"].as_str().unwrap(), "--", "sh", "-c", script]).output().unwrap();
+    assert!(o.status.success(), "{script}: {}", text(&o.stderr));
+    text(&o.stdout).trim().to_string()
+}
+
+fn cdp(rec: &Value) -> (Cdp, String) {
+    let mut c = Cdp::connect(rec["ns"]["init_pid"].as_i64().unwrap() as i32, 9222, Duration::from_secs(10)).unwrap();
+    let (_, page) = c.attach_page().unwrap();
+    (c, page)
+}
+
+/// The clone-hygiene probe of tests/restore.rs: hostname, MAC, guest RNG, a Python process's next random
+/// number, Math.random in the page, the pre-checkpoint cookie, a new browser context's id.
+#[derive(Debug)]
+struct Probe {
+    hostname: String,
+    mac: String,
+    guest_rng: String,
+    python_random: String,
+    math_random: Value,
+    cookie: Option<String>,
+    new_context_id: String,
+}
+
+fn probe(s: &Value) -> Probe {
+    let hostname = inside(s, "hostname");
+    let mac = inside(s, "ip -o link show eth0 | sed 's/.*link\\/ether \\([^ ]*\\).*/\\1/'");
+    let url = format!("{}/drums/rng", s["desktop"]["guest_url"].as_str().unwrap());
+    let (status, body) = http("GET", &url, None, Duration::from_secs(10));
+    assert_eq!(status, 200, "{url}: {body}");
+    let guest_rng = serde_json::from_str::<Value>(&body).unwrap()["fingerprint"].as_str().unwrap().to_string();
+    inside(s, "rm -f /tmp/answer; touch /tmp/ask; for i in $(seq 100); do [ -s /tmp/answer ] && break; sleep 0.05; done");
+    let python_random = inside(s, "cat /tmp/answer");
+    let (mut c, page) = cdp(s);
+    let math_random = c.eval(&page, "[Math.random(), Math.random(), Math.random()]").unwrap();
+    let cookies = c.call(None, "Storage.getCookies", json!({})).unwrap();
+    let cookie = cookies["cookies"].as_array().unwrap().iter().find(|k| k["name"] == "drums").map(|k| k["value"].as_str().unwrap().to_string());
+    let ctx = c.call(None, "Target.createBrowserContext", json!({})).unwrap();
+    let new_context_id = ctx["browserContextId"].as_str().unwrap().to_string();
+    c.call(None, "Target.disposeBrowserContext", json!({"browserContextId": new_context_id})).unwrap();
+    Probe { hostname, mac, guest_rng, python_random, math_random, cookie, new_context_id }
+}
+
+#[test]
+fn warm_pool() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let mut g = Guard { ckpt_id: String::new(), ckpt_dir: String::new(), records: vec![], owners: vec![me()], dirs_before: session_dirs() };
+
+    // A clean checkpoint of a session holding a Python process that answers with its next random number
+    // and a cookie in the browser, as in the clone-hygiene test.
+    let o = out(&mut script("cold.sh"));
+    assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
+    let src_text = text(&o.stdout);
+    keep(&mut g, &o);
+    let src: Value = serde_json::from_str(src_text.trim()).unwrap();
+    let py = "import os, random, time\nwhile True:\n    if os.path.exists('/tmp/ask'):\n        os.remove('/tmp/ask')\n        open('/tmp/answer', 'w').write(repr(random.random()))\n    time.sleep(0.02)\n";
+    let o = Command::new(tool("drums-ns"))
+        .args(["exec", "--session", src["id"].as_str().unwrap(), "--detach", "--log", "/tmp/py.log", "--", "/usr/bin/python3", "-c", py])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    {
+        let (mut c, page) = cdp(&src);
+        c.call(Some(&page), "Network.setCookie", json!({"name": "drums", "value": "secret-pre-checkpoint", "url": "http://drums.test/"})).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let o = run("drums-ckpt", &["--clean"], &src_text);
+    assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));
+    let ckpt: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    g.ckpt_id = ckpt["id"].as_str().unwrap().to_string();
+    g.ckpt_dir = ckpt["dir"].as_str().unwrap().to_string();
+    let spool = drums::state::state_root().join("pools").join(&g.ckpt_id);
+
+    // Fill to depth 4: four parked, frozen siblings, marked "parked" in their ledgers.
+    let recs = fill(&mut g, 4);
+    let parked: Vec<&Value> = recs.iter().filter(|r| r["type"] == "pool_parked").collect();
+    assert_eq!(parked.len(), 4, "{recs:?}");
+    assert_eq!(files(&spool.join("ready")).len(), 4);
+    for f in files(&spool.join("ready")) {
+        let r: Value = serde_json::from_str(std::fs::read_to_string(&f).unwrap().trim()).unwrap();
+        assert_eq!(r["ready"]["ready"], true, "{f:?}");
+        assert!(r["reseed"]["total_s"].as_f64().is_some(), "parked before its reseed: {f:?}");
+        assert_eq!(r["pool"]["frozen"], true);
+        assert!(r["pool"]["parked_at"].as_f64().unwrap() > 0.0);
+        assert_eq!(freezer_state(&r), "FROZEN");
+        assert_eq!(last_phase(r["id"].as_str().unwrap()).unwrap().0, "parked");
+    }
+
+    // Parked siblings survive a sweep although their filler (their owner) is gone.
+    std::thread::sleep(Duration::from_millis(1500));
+    let rep = sweep_orphans();
+    for p in &parked {
+        let id = p["session"].as_str().unwrap();
+        let v = rep["sessions"].as_array().unwrap().iter().find(|s| s["session"] == id).unwrap_or_else(|| panic!("{id} not judged: {rep}"));
+        assert_eq!(v["verdict"], "kept", "{v}");
+        assert!(drums::state::session_dir(id).is_dir());
+    }
+
+    // Four concurrent takers: four distinct, thawed, ready sessions owned by the taker.
+    let takers: Vec<_> = (0..4).map(|_| take(&["--checkpoint", &g.ckpt_id]).spawn().unwrap()).collect();
+    let mut taken: Vec<Value> = vec![];
+    for t in takers {
+        let o = t.wait_with_output().unwrap();
+        keep(&mut g, &o);
+        assert!(o.status.success(), "take: {}", text(&o.stderr));
+        taken.push(serde_json::from_str(text(&o.stdout).trim()).unwrap());
+    }
+    let mut ids: Vec<&str> = taken.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "two takers got the same session: {ids:?}");
+    for r in &taken {
+        assert_eq!(r["ready"]["ready"], true);
+        assert_eq!(r["owner"]["pid"], me(), "the taker is the new owner");
+        assert_eq!(r["pool"]["taker"]["pid"], me());
+        assert_eq!(freezer_state(r), "THAWED");
+        assert_eq!(last_phase(r["id"].as_str().unwrap()).unwrap(), ("taken".to_string(), me()));
+        eprintln!("take: {:.3} s", r["ready"]["checked_at"].as_f64().unwrap() - r["pool"]["take_started_at"].as_f64().unwrap());
+    }
+    assert!(files(&spool.join("ready")).is_empty());
+    assert_eq!(files(&spool.join("taken")).len(), 4);
+
+    // A fifth taker: with no --wait it fails at once (exit 1, an error object, nothing on stdout) ...
+    let t = Instant::now();
+    let o = take(&["--checkpoint", &g.ckpt_id]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty());
+    let err: Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap()).unwrap();
+    assert_eq!((err["type"].as_str(), err["kind"].as_str(), err["exit"].as_i64()), (Some("error"), Some("check_failed"), Some(1)), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // ... with --wait it fails after that long, or gets the sibling that a filler parks meanwhile.
+    let t = Instant::now();
+    let o = take(&["--checkpoint", &g.ckpt_id, "--wait", "1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(t.elapsed() >= Duration::from_secs(1));
+    let waiter = take(&["--checkpoint", &g.ckpt_id, "--wait", "120"]).spawn().unwrap();
+    fill(&mut g, 1);
+    let o = waiter.wait_with_output().unwrap();
+    keep(&mut g, &o);
+    assert!(o.status.success(), "waiting taker: {}", text(&o.stderr));
+    let fifth: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert!(!ids.contains(&fifth["id"].as_str().unwrap()));
+
+    // Uniqueness was established before parking: two taken siblings differ in everything.
+    let (a, b) = (probe(&taken[0]), probe(&taken[1]));
+    assert_ne!(a.hostname, b.hostname, "hostname");
+    assert_ne!(a.mac, b.mac, "MAC");
+    assert_ne!(a.guest_rng, b.guest_rng, "guest RNG");
+    assert_ne!(a.python_random, b.python_random, "Python random");
+    assert_ne!(a.math_random, b.math_random, "Math.random");
+    assert_eq!((a.cookie, b.cookie), (None, None), "cookies of a clean checkpoint are erased");
+    assert_ne!(a.new_context_id, b.new_context_id, "new browser context id");
+    for r in g.records.split_off(1) {
+        let o = run("drums-sweep", &[], &r);
+        assert!(o.status.success(), "{}", text(&o.stdout));
+    }
+
+    // Takers killed midway (each in its own process group: a shell that is the taker, the script and its
+    // tools), one of them after it printed its session: nothing of theirs is left once swept.
+    fill(&mut g, 3);
+    let mut killed = vec![];
+    for delay in [Some(15u64), Some(60), None] {
+        let mut c = Command::new("bash");
+        c.args(["-c", &format!("{} --checkpoint {}; sleep 60", repo_root().join("pipelines/pool-take.sh").display(), g.ckpt_id)])
+            .env("PATH", path_with_tools())
+            .env_remove("DRUMS_OWNER")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0);
+        let mut child = c.spawn().unwrap();
+        g.owners.push(child.id() as i32);
+        match delay {
+            Some(ms) => std::thread::sleep(Duration::from_millis(ms)),
+            None => {
+                use std::io::BufRead;
+                let mut line = String::new();
+                std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+                let r: Value = serde_json::from_str(line.trim()).unwrap();
+                assert_eq!(r["owner"]["pid"], child.id(), "the shell that ran the taker owns the session");
+                killed.push(r["id"].as_str().unwrap().to_string());
+            }
+        }
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    sweep_orphans();
+    for id in &killed {
+        assert!(!drums::state::session_dir(id).exists(), "{id}, taken by a killed taker, survived the sweep");
+    }
+    // Every sibling of that fill is now either gone or still parked, ready to be taken.
+    let ready: Vec<PathBuf> = files(&spool.join("ready"));
+    for d in session_dirs() {
+        if g.dirs_before.contains(&d) {
+            continue;
+        }
+        let id = d.file_name().unwrap().to_string_lossy().to_string();
+        let phase = last_phase(&id).map(|p| p.0);
+        let in_ready = ready.iter().any(|f| f.to_string_lossy().contains(&id));
+        assert!(phase.as_deref() == Some("parked") && in_ready, "{id}: phase {phase:?}, in ready/: {in_ready}");
+    }
+
+    // A taker refuses (and destroys) siblings older than its limit; here that is every one left.
+    let o = take(&["--checkpoint", &g.ckpt_id, "--max-age", "1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(text(&o.stderr).contains("refused"), "{}", text(&o.stderr));
+    for f in &ready {
+        let id = f.file_name().unwrap().to_string_lossy().split('.').nth(1).unwrap().to_string();
+        assert!(!drums::state::session_dir(&id).exists(), "{id} is older than the limit and was not destroyed");
+    }
+
+    // Draining removes the spool; nothing the test made is left.
+    let o = out(script("pool-drain.sh").args(["--checkpoint", &g.ckpt_id]));
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(lines(&o)[0]["spool_removed"], true, "{}", text(&o.stdout));
+    drop(g);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
