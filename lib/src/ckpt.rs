@@ -8,6 +8,17 @@ use std::process::Command;
 use std::time::Instant;
 
 pub const RECORD_FILE: &str = "checkpoint.json";
+/// How many times a dump is tried before drums-ckpt gives up.
+pub const DUMP_ATTEMPTS: u32 = 4;
+
+fn clear_dir(d: &Path) -> Result<()> {
+    for e in std::fs::read_dir(d).ctx("read directory", d)?.flatten() {
+        let p = e.path();
+        let r = if e.file_type().is_ok_and(|t| t.is_dir()) { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        r.ctx("remove", &p)?;
+    }
+    Ok(())
+}
 
 pub struct CkptOptions {
     pub leave_running: bool,
@@ -161,13 +172,26 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     if o.leave_running {
         cmd.arg("--leave-running");
     }
-    let t0 = Instant::now();
-    let status = crate::criu::run(&mut cmd);
-    let dump_s = t0.elapsed().as_secs_f64();
-    match status {
-        Ok(st) if st.success() => {}
-        Ok(_) => return Err(Error::failed(format!("criu dump failed: {}", criu_log_tail(&images.join("dump.log"))))),
-        Err(e) => return Err(Error::failed(format!("criu dump: {e}: {}", criu_log_tail(&images.join("dump.log"))))),
+    // A session that just became ready is still busy: a dump can meet a socket in a state CRIU cannot
+    // save ("netlink: The socket has data to read", "Control messages in queue"). CRIU then resumes the
+    // tree unharmed, so the dump is tried again after a pause; every attempt's failure is reported.
+    let mut failures = vec![];
+    let mut dump_s = 0.0;
+    for attempt in 1..=DUMP_ATTEMPTS {
+        clear_dir(&images)?;
+        clear_dir(&layer)?;
+        let t0 = Instant::now();
+        let status = crate::criu::run(&mut cmd);
+        dump_s = t0.elapsed().as_secs_f64();
+        match status {
+            Ok(st) if st.success() => break,
+            Ok(_) => failures.push(format!("attempt {attempt}: {}", criu_log_tail(&images.join("dump.log")))),
+            Err(e) => failures.push(format!("attempt {attempt}: {e}: {}", criu_log_tail(&images.join("dump.log")))),
+        }
+        if attempt == DUMP_ATTEMPTS || !crate::proc::alive(ns.init_pid, ns.init_start_time) {
+            return Err(Error::failed(format!("criu dump failed: {}", failures.join(" || "))));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
     }
     let kernel = nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default();
     Ok(Checkpoint {

@@ -50,6 +50,8 @@ pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
         // state that a later navigation reuses.
         "--disable-features=SpareRendererForSitePerProcess",
         "--window-position=0,0",
+        // OSWorld's /accessibility reads the AT-SPI tree, which Chromium fills only when asked to.
+        "--force-renderer-accessibility",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -99,14 +101,19 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     run("openbox", s(&["openbox", "--sm-disable"]), vec![])?;
     let guest_url = if o.guest {
         let guest = crate::stable::beside_me("drums-guest")?;
-        run("guest", vec![guest.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone()], vec![])?;
+        let mut argv = vec![guest.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone()];
+        // The desktop user `user` exists only in the template layer.
+        if session.overlay.as_ref().is_some_and(|ov| ov.layers.is_empty()) {
+            argv.extend(["--user".into(), "root".into()]);
+        }
+        run("guest", argv, vec![])?;
         Some(format!("http://{}:{GUEST_PORT}", net.session_addr))
     } else {
         None
     };
     if o.chromium {
         let shim = crate::stable::beside_me("libdrums_pkey_shim.so")?;
-        run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string())])?;
+        run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string()), ("ACCESSIBILITY_ENABLED".into(), "1".into())])?;
     }
     session.desktop = Some(Desktop {
         display: o.display,

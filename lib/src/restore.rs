@@ -112,9 +112,9 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let pidfile = s.state_dir.join("init.pid");
     let mut opts = restore_options();
     opts.extend(["--root".to_string(), merged.display().to_string(), "--external".into(), format!("veth[eth0]:{host_if}")]);
-    if let Some(cg) = s.section("cgroup") {
-        opts.extend(crate::cgroup::criu_restore_args(cg));
-    }
+    // Always: without a section this says --manage-cgroups=ignore, else CRIU would put a sibling of a
+    // source that had cgroups back into (and recreate) the source's cgroups.
+    opts.extend(crate::cgroup::criu_restore_args(s.section("cgroup").unwrap_or(&serde_json::Value::Null)));
     let hook = write_ledger_hook(&s.state_dir)?;
     opts.extend(["--action-script".to_string(), hook.display().to_string()]);
     let mut cmd = Command::new(crate::criu::binary());
