@@ -1,0 +1,81 @@
+//! pipelines/first-check.sh on real sessions, with an induced fault: the guest of a restored post_setup
+//! rollout is killed mid-rollout. That rollout records the fault and is not valid, the driver goes on
+//! (the next block's rollouts are valid and score 1), the summary computes no verdict, and nothing the run
+//! made is left on the machine.
+
+use drums_tests::*;
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn an_induced_fault_is_recorded_and_the_driver_goes_on() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let out = std::env::temp_dir().join(format!("drums-first-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(repo_root().join("pipelines/first-check.sh"))
+        .args(["--blocks", "post_setup,no_reuse", "--rollouts", "2", "--inject-fault", "guest-kill@2"])
+        .arg("--out")
+        .arg(&out)
+        .env("PATH", path_with_tools())
+        .output()
+        .expect("run pipelines/first-check.sh");
+    let stdout = text(&o.stdout);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "one rollout is not valid, so the driver exits 1\n{stderr}");
+    let recs: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let of = |t: &str| recs.iter().filter(|r| r["type"] == t).cloned().collect::<Vec<_>>();
+    let rollouts = of("first_check_rollout");
+    assert_eq!(rollouts.len(), 4, "{stderr}");
+
+    // Rollout 1 (post_setup): a fresh session, the setup and the checkpoint, the task done.
+    let r1 = &rollouts[0];
+    assert_eq!((r1["arm"].as_str(), r1["reset_kind"].as_str(), r1["reset_s"].clone()), (Some("drums_post_setup"), Some("fresh"), Value::Null));
+    assert!(r1["first_rollout_work_s"].as_f64().unwrap() > 0.0, "{r1}");
+    assert_eq!((r1["score_before_action"].as_f64(), r1["score"].as_f64(), r1["valid"].as_bool()), (Some(0.0), Some(1.0), Some(true)), "{r1}");
+    // Rollout 2: restored from the checkpoint, its guest killed after the (checkpointed) setup.
+    let r2 = &rollouts[1];
+    assert_eq!((r2["reset_kind"].as_str(), r2["injected_fault"].as_str()), (Some("restore"), Some("guest-kill")), "{r2}");
+    assert!(r2["reset_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(r2["setup_s"], Value::Null, "a restored rollout skips the setup");
+    assert_eq!(r2["canary"], "clean", "the canary of rollout 1 was written after the checkpoint: {r2}");
+    assert_eq!(r2["valid"], false);
+    assert_eq!(r2["score"], Value::Null);
+    let fault = r2["fault"].as_str().expect("the fault is recorded");
+    assert!(fault.starts_with("finish:") && fault.contains("guest unreachable"), "{fault}");
+    // The driver went on: the no_reuse block's rollouts ran on cold sessions, canary clean, task done.
+    for r in &rollouts[2..] {
+        assert_eq!(r["arm"], "drums_no_reuse");
+        assert_eq!((r["valid"].as_bool(), r["score"].as_f64(), r["canary"].as_str()), (Some(true), Some(1.0), Some("clean")), "{r}");
+        assert!(r["setup_s"].as_f64().is_some());
+        assert_eq!(r["cgroup"]["applied"], true, "every session runs under its limits: {r}");
+        assert!(r["telemetry"]["samples"].as_u64().unwrap() > 0 && r["telemetry"]["memory_peak_mib_kernel"].as_f64().unwrap() > 10.0, "{r}");
+    }
+    assert_eq!(rollouts[3]["reset_kind"], "recreate");
+    assert!(rollouts[3]["reset_s"].as_f64().unwrap() > 0.5);
+
+    let blocks = of("first_check_block");
+    assert_eq!(blocks.len(), 2);
+    assert_eq!((blocks[0]["valid"].as_u64(), blocks[0]["faults"].as_array().unwrap().len()), (Some(1), 1), "{}", blocks[0]);
+    assert_eq!(blocks[0]["faults"][0]["rollout"], 2);
+    assert!(blocks[0]["external_prep_s"].as_f64().unwrap() > 0.0 && blocks[0]["host"]["cpu_busy_s"].as_f64().is_some());
+    assert!(blocks[0]["checkpoint"]["id"].as_str().unwrap().starts_with("c-"));
+
+    let s = of("first_check_summary").pop().expect("a summary");
+    assert_eq!((s["rollouts"].as_u64(), s["valid"].as_u64()), (Some(4), Some(3)));
+    assert_eq!(s["engineering_validation_only"], true);
+    assert_eq!(s["resource_parity_claimed"], false);
+    assert_eq!(s["verdict"], Value::Null, "the driver computes no verdict");
+    assert!(s["raw_ratio_first_over_second_arm_wall_with_prep_NOT_A_CLAIM"].as_f64().is_some());
+    assert_eq!(s["prices"]["usd_per_hour"], Value::Null);
+    assert_eq!(s["left_on_machine"], serde_json::json!([]), "{s}");
+    let png = std::fs::read(out.join("reset_times.png")).expect("the chart");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+    assert!(std::fs::read_to_string(out.join("report.txt")).unwrap().contains("NOT_A_CLAIM"));
+    assert!(stderr.contains("drums_no_reuse"), "the table is printed at the end: {stderr}");
+
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "the run left {left:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}
