@@ -194,9 +194,7 @@ fn next_session_starts(want_if: Option<&str>) {
         // The slot allocator takes the lowest free slot, and others may hold lower ones, so the next session
         // need not get the freed name: prove the name is free by creating a link with it.
         if host_if != w {
-            let o = Command::new("ip").args(["link", "add", w, "type", "dummy"]).output().unwrap();
-            assert!(o.status.success(), "the freed link name {w} cannot be created again: {}", text(&o.stderr));
-            let _ = Command::new("ip").args(["link", "del", w]).status();
+            assert_name_free(w);
         }
     }
 }
@@ -505,4 +503,47 @@ fn a_dump_restore_or_reseed_killed_midway_is_swept_and_the_checkpoint_still_rest
     for s in ["dump", "restore", "reseed"] {
         assert!(killed_running.get(s).copied().unwrap_or(0) > 0, "no {s} tool was still running when killed: {killed_running:?}");
     }
+}
+
+/// The source report's leak, reproduced: a live session (namespaces, network, desktop) whose ledger is gone,
+/// so that nothing names its processes, link, slot and mounts. One sweep must still remove all of it, from
+/// Drums' names alone, and the freed link name must be usable again.
+#[test]
+fn a_session_whose_ledger_was_lost_is_swept_from_its_names() {
+    require_root();
+    let _l = session_lock();
+    let before = inventory();
+    let mut owner = Owner::new();
+    let s1 = stage("drums-overlay", &["create"], "", &owner);
+    let s2 = stage("drums-ns", &["create"], &s1, &owner);
+    let s3 = stage("drums-desktop", &["start"], &s2, &owner);
+    let v: Value = serde_json::from_str(s3.trim()).unwrap();
+    let id = v["id"].as_str().unwrap().to_string();
+    let dir = PathBuf::from(v["state_dir"].as_str().unwrap());
+    let link = v["net"]["host_if"].as_str().unwrap().to_string();
+    let init = v["ns"]["init_pid"].as_i64().unwrap() as i32;
+    let init_start = v["ns"]["init_start_time"].as_u64().unwrap();
+    std::fs::remove_file(dir.join("ledger.jsonl")).unwrap();
+    owner.crash();
+    let r = sweep_orphans(&[&id[2..]]);
+    let left = left_by(&before, Some(&id), Some(&dir), Some(&link));
+    assert!(left.is_empty(), "a session without its ledger left {left:?}\nreport: {r}");
+    assert!(!drums::proc::alive(init, init_start), "its init survived: {r}");
+    let unl = r["unledgered"]["removed"].to_string();
+    assert!(unl.contains(&format!("\"name\":\"{init}\"")) && unl.contains(&format!("\"name\":\"{link}\"")), "{r}");
+    assert_name_free(&link);
+}
+
+/// A link called `name` can be made again (a veth pair: this kernel has no dummy links), then is deleted.
+/// Another session on this machine may have taken the freed slot meanwhile: then its ledger holds the name.
+fn assert_name_free(name: &str) {
+    let peer = format!("xchk{}", &drums::state::new_id('d')[2..10]);
+    let o = Command::new("ip").args(["link", "add", name, "type", "veth", "peer", "name", &peer]).output().unwrap();
+    if o.status.success() {
+        let _ = Command::new("ip").args(["link", "del", name]).status();
+        return;
+    }
+    let res = drums::ledger::Resource::Link { name: name.to_string() };
+    let holder = session_dirs().into_iter().find(|d| drums::ledger::read_file(&d.join("ledger.jsonl")).is_ok_and(|c| c.live().contains(&res)));
+    assert!(holder.is_some(), "the freed link name {name} cannot be created again and no ledger holds it: {}", text(&o.stderr));
 }

@@ -181,13 +181,19 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
                 if let Done::Lazy(p) = &done {
                     rep.lazy_unmounts.push(p.clone());
                 }
+                let mut note = done.note();
                 if let Some(l) = &ledger {
                     if let Err(e) = l.release(res.clone()) {
-                        rep.left.push(Item { res: res.clone(), note: Some(format!("removed, but the ledger could not record it: {e}")), errno: None });
-                        continue;
+                        if l.path().exists() {
+                            rep.left.push(Item { res: res.clone(), note: Some(format!("removed, but the ledger could not record it: {e}")), errno: None });
+                            continue;
+                        }
+                        // Someone else destroyed the session at the same time (a tool cleaning up after itself):
+                        // the resource is gone all the same.
+                        note = Some(format!("{}; the ledger went away meanwhile (destroyed concurrently)", note.unwrap_or_else(|| "removed".into())));
                     }
                 }
-                rep.removed.push(Item::new(res, done.note()));
+                rep.removed.push(Item::new(res, note));
             }
             Err(f) => rep.left.push(Item { res, note: Some(f.reason), errno: f.errno }),
         }
