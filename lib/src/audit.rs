@@ -113,6 +113,8 @@ pub struct Verdicts {
 #[derive(Debug, Clone, Serialize)]
 pub struct ControlReport {
     pub sessions: Vec<SessionInfo>,
+    /// Neither control session was restored (no `restore` section): a cold pair, as revision 2a asks.
+    pub cold: bool,
     pub pair: PairReport,
 }
 
@@ -422,7 +424,11 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
         }
         let info = |id: &str| scans[find(&scans, id)].info.clone();
         let session_infos: Vec<SessionInfo> = sessions.iter().map(|s| info(&s.id)).collect();
-        let control_report = control.as_ref().zip(control_pair).map(|([c1, c2], pair)| ControlReport { sessions: vec![info(&c1.id), info(&c2.id)], pair });
+        let control_report = control.as_ref().zip(control_pair).map(|([c1, c2], pair)| ControlReport {
+            sessions: vec![info(&c1.id), info(&c2.id)],
+            cold: c1.section("restore").is_none() && c2.section("restore").is_none(),
+            pair,
+        });
         let verdicts = verdicts(&pairs, control_report.as_ref(), complete);
         let (introduced, control_only) = match &control_report {
             Some(c) => {
@@ -491,6 +497,10 @@ fn verdicts(pairs: &[PairReport], control: Option<&ControlReport>, complete: boo
             not_tolerated.extend(cand);
         }
         None => {}
+        Some(c) if !c.cold && !cand.is_empty() => {
+            reasons.push("the control pair is not cold (a control session has a `restore` section), so no shared object can be tolerated".into());
+            not_tolerated.extend(cand);
+        }
         Some(c) => {
             let cfail: BTreeSet<&str> = c.pair.failing.iter().map(|o| o.id.as_str()).collect();
             for o in cand {
@@ -526,7 +536,7 @@ mod tests {
         PairReport { sessions: ["d-a".into(), "d-b".into()], checks: vec![], shared: failing.clone(), failing, pass_literal }
     }
     fn control(failing: &[&str]) -> ControlReport {
-        ControlReport { sessions: vec![], pair: pair(failing, true) }
+        ControlReport { sessions: vec![], cold: true, pair: pair(failing, true) }
     }
 
     #[test]
@@ -542,6 +552,10 @@ mod tests {
         let v = verdicts(&p, Some(&control(&["chr:1:3"])), true);
         assert_eq!(v.revision_2a.pass, Some(false));
         assert_eq!(v.revision_2a.failed_on[0].id, "chr:1:9");
+
+        // A control that is not a cold pair tolerates nothing.
+        let warm = ControlReport { cold: false, ..control(&["chr:1:3", "chr:1:9"]) };
+        assert_eq!(verdicts(&p, Some(&warm), true).revision_2a.pass, Some(false));
 
         // No control: nothing is tolerated.
         let v = verdicts(&p, None, true);
