@@ -395,7 +395,7 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
         let gone = scans.iter().any(|s| s.gone);
         // Compare while the processes are held open (kcmp needs them alive), then check nothing changed.
         let pre_complete = !gone && problems.is_empty() && scans.iter().all(|s| s.problems.is_empty());
-        let mut pairs = vec![];
+        let mut pairs: Vec<PairReport> = vec![];
         for (i, x) in sessions.iter().enumerate() {
             for y in &sessions[i + 1..] {
                 pairs.push(compare(&scans[find(&scans, &x.id)], &scans[find(&scans, &y.id)], pre_complete));
@@ -413,7 +413,6 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
             std::thread::sleep(opts.retry_pause);
             continue;
         }
-        let mut pairs = pairs;
         let mut control_pair = control_pair;
         if !complete {
             for p in pairs.iter_mut().chain(control_pair.iter_mut()) {

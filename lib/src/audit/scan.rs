@@ -267,9 +267,7 @@ pub fn scan(s: &Session, anon_inode: Option<(u64, u64)>, locks: &[procfs::Lock])
     for pid in crate::proc::pids_in_pidns(ns.inodes.pid) {
         found.entry(pid).or_insert((None, vec![])).1.push("pid_namespace");
     }
-    if !found.contains_key(&ns.init_pid) {
-        found.insert(ns.init_pid, (Some(ns.init_start_time), vec!["record"]));
-    }
+    found.entry(ns.init_pid).or_insert_with(|| (Some(ns.init_start_time), vec!["record"]));
 
     for (pid, (start, by)) in found {
         let d = match ProcDir::open(pid, start) {
