@@ -314,9 +314,22 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
     std::fs::OpenOptions::new().write(true).open(&pages).unwrap().set_len(4096).unwrap();
     let broken = ckpt.replace(c["id"].as_str().unwrap(), &broken_id);
     let before: Vec<String> = new_state_dirs(&[]);
-    let o = run("drums-restore", &[], &broken);
+    // CRIU 4.2 either fails or hangs on a truncated page image; the time limit turns a hang into a failure.
+    let mut child = Command::new(tool("drums-restore"))
+        .env("DRUMS_OWNER", owner())
+        .env("DRUMS_CRIU_TIMEOUT", "15")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(broken.as_bytes()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(5), "a restore from a broken image must fail: {}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("criu restore failed"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("criu restore"), "{}", text(&o.stderr));
     assert!(o.stdout.is_empty());
     assert!(new_state_dirs(&before).is_empty(), "a failed restore must destroy its sibling itself");
     std::fs::remove_dir_all(&broken_dir).unwrap();
