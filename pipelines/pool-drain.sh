@@ -10,7 +10,9 @@ set -euo pipefail
 export LC_ALL=C
 pool_tool=pool-drain
 # shellcheck source=pool-lib.sh
-. "$(dirname "$0")/pool-lib.sh"
+pool_bin=${0%/*}
+[ "$pool_bin" != "$0" ] || pool_bin=.
+. "$pool_bin/pool-lib.sh"
 
 ckpt_id=""
 while [ $# -gt 0 ]; do

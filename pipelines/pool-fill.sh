@@ -13,15 +13,18 @@
 #   --max-age SECONDS    destroy parked siblings older than this
 #   --cgroup SPEC        drums-restore --cgroup for each sibling (default 2,4G,4096; none: no cgroups)
 #   --no-freeze          park siblings running (default: frozen through the cgroup freezer)
+#   --ksm                drums-restore --ksm: identical pages of parked siblings may be merged (opt-in)
 # Prints one "pool_parked" record per parked sibling and a "pool_fill" summary last. Exit 0 when it
 # stopped at the depth or a ceiling, 5 after 3 failed siblings in a row, 2 usage, 3 bad input.
 set -euo pipefail
 export LC_ALL=C
 pool_tool=pool-fill
 # shellcheck source=pool-lib.sh
-. "$(dirname "$0")/pool-lib.sh"
+pool_bin=${0%/*}
+[ "$pool_bin" != "$0" ] || pool_bin=.
+. "$pool_bin/pool-lib.sh"
 
-ckpt_id="" depth=4 loop="" count="" max_sessions=32 min_avail=2G max_age="" cgroup=2,4G,4096 freeze=1
+ckpt_id="" depth=4 loop="" count="" max_sessions=32 min_avail=2G max_age="" cgroup=2,4G,4096 freeze=1 ksm=0
 while [ $# -gt 0 ]; do
   case $1 in
     --checkpoint) ckpt_id=${2:?}; shift 2 ;;
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
     --max-age) max_age=${2:?}; shift 2 ;;
     --cgroup) cgroup=${2:?}; shift 2 ;;
     --no-freeze) freeze=0; shift ;;
+    --ksm) ksm=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) pool_die 2 usage "unknown option $1 (see --help)" ;;
   esac
@@ -70,6 +74,7 @@ me_start=$(pool_start_time $$)
 restore_args=()
 [ "$cgroup" = none ] || restore_args+=(--cgroup "$cgroup")
 [ -n "$ckpt_rec" ] || restore_args+=(--checkpoint "$ckpt_id")
+[ "$ksm" = 0 ] || restore_args+=(--ksm)
 shopt -s nullglob
 
 inflight=""

@@ -16,7 +16,9 @@ export LC_ALL=C
 t0=$EPOCHREALTIME
 pool_tool=pool-take
 # shellcheck source=pool-lib.sh
-. "$(dirname "$0")/pool-lib.sh"
+pool_bin=${0%/*}
+[ "$pool_bin" != "$0" ] || pool_bin=.
+. "$pool_bin/pool-lib.sh"
 
 ckpt_id="" wait_s=0 max_age="" ready_timeout=5
 while [ $# -gt 0 ]; do
@@ -50,19 +52,22 @@ shopt -s nullglob
 destroy() { printf '%s\n' "$1" | drums-sweep > /dev/null 2>&1 || true; }
 
 # The record as handed out, made before the re-check (drums-ready keeps what it does not write): the
-# taker as owner, the pool section's take filled in. drums-ready and the tools write owner as
-# {pid, start_time} and the pool section's members sorted, so one sed does it (jq takes ~30 ms to start
-# here, a bash pattern substitution on a long line longer still); if the record has another shape, jq.
+# taker as owner, the pool section's take filled in. The tools write owner as {pid, start_time} and the
+# filler writes the pool section's members sorted, so three literal substitutions do it in the shell
+# (well under a millisecond with LC_ALL=C; jq takes ~30 ms to start here); a record of another shape
+# goes through jq. Sets HANDED.
 handed_out() { # RECORD
-  local r now=$EPOCHREALTIME
-  r=$(sed -e "s/\"owner\":{\"pid\":[0-9]*,\"start_time\":[0-9]*}/\"owner\":$owner/" \
-    -e 's/"frozen":true,"parked_at"/"frozen":false,"parked_at"/' \
-    -e "s/\"take_started_at\":null,\"taken_at\":null,\"taker\":null/\"take_started_at\":$t0,\"taken_at\":$now,\"taker\":$owner/" <<< "$1")
+  local r=$1 now=$EPOCHREALTIME old
+  old=${r#*\"owner\":\{}
+  old=${old%%\}*}
+  r=${r/\"owner\":\{"$old"\}/\"owner\":$owner}
+  r=${r/\"frozen\":true,\"parked_at\"/\"frozen\":false,\"parked_at\"}
+  r=${r/\"take_started_at\":null,\"taken_at\":null,\"taker\":null/\"take_started_at\":$t0,\"taken_at\":$now,\"taker\":$owner}
   if [[ $r == *"\"owner\":$owner,"* && $r == *"\"taken_at\":$now,"* ]]; then
-    printf '%s\n' "$r"
+    HANDED=$r
   else
-    jq -c --argjson owner "$owner" --argjson t0 "$t0" --argjson now "$now" \
-      '.owner = $owner | .pool.take_started_at = $t0 | .pool.taken_at = $now | .pool.taker = $owner | .pool.frozen = false' <<< "$1"
+    HANDED=$(jq -c --argjson owner "$owner" --argjson t0 "$t0" --argjson now "$now" \
+      '.owner = $owner | .pool.take_started_at = $t0 | .pool.taken_at = $now | .pool.taker = $owner | .pool.frozen = false' <<< "$1")
   fi
 }
 
@@ -95,6 +100,7 @@ while :; do
     fi
     # Bookkeeping only (the claim is made): in the background, beside the thaw and the re-check.
     mv "$f" "$pool/taken/" > /dev/null 2>&1 &
+    mv=$!
     # Thaw, and re-check at once: drums-ready's first X request is answered when the thawed X server
     # runs, so its check is of the running session; the thaw's result is checked after it.
     thaw=""
@@ -102,11 +108,14 @@ while :; do
       drums-cgroup thaw <<< "$rec" > /dev/null &
       thaw=$!
     fi
-    if out=$(handed_out "$rec" | drums-ready --timeout "$ready_timeout") && { [ -z "$thaw" ] || wait "$thaw"; }; then
+    handed_out "$rec"
+    if out=$(drums-ready --timeout "$ready_timeout" <<< "$HANDED") && { [ -z "$thaw" ] || wait "$thaw"; }; then
       printf '%s\n' "$out"
+      wait "$mv" || true
       exit 0
     fi
     [ -z "$thaw" ] || wait "$thaw" || true
+    wait "$mv" || true
     destroy "$rec"; rm -f "$pool/taken/$name"; refused=$((refused + 1))
   done
   now_us now

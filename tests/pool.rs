@@ -335,6 +335,17 @@ fn warm_pool() {
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
     assert_eq!(lines(&o)[0]["spool_removed"], true, "{}", text(&o.stdout));
     drop(g);
-    let left = inventory().new_since(&before);
+    // Other engineers' processes come and go on this machine: what is left must still be there a moment later.
+    let mut left = inventory().new_since(&before);
+    if !left.is_empty() {
+        std::thread::sleep(Duration::from_secs(3));
+        let again = inventory().new_since(&before);
+        let keep = |a: &mut Vec<String>, b: &Vec<String>| a.retain(|x| b.contains(x));
+        keep(&mut left.processes, &again.processes);
+        keep(&mut left.mounts, &again.mounts);
+        keep(&mut left.links, &again.links);
+        keep(&mut left.cgroups, &again.cgroups);
+        keep(&mut left.state_dirs, &again.state_dirs);
+    }
     assert!(left.is_empty(), "left behind: {left:?}");
 }
