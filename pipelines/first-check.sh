@@ -120,11 +120,14 @@ reap_watchers() { # wait (at most 5 s each) for the watchers of destroyed sessio
 }
 cleanup() {
   local f
+  # Lanes still running (an interrupted block) stop first, so that they start nothing more.
+  [ ${#lane_pids[@]} -gt 0 ] && kill "${lane_pids[@]}" 2>/dev/null && wait "${lane_pids[@]}" 2>/dev/null
   for f in "$out"/live/*.json; do [ -e "$f" ] && destroy "$f" "$out/logs/cleanup.log"; done
   for f in "$out"/tmp/ckpt.*.json; do [ -e "$f" ] && remove_checkpoint "$f"; done
   [ -n "${hostmon:-}" ] && kill "$hostmon" 2>/dev/null
   reap_watchers
 }
+lane_pids=()
 trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
@@ -294,16 +297,17 @@ block() { # BLOCK ARM
       first=$((first + 1))
     done
   fi
-  local pids=()
+  lane_pids=()
   for ((lane = 0; lane < concurrency; lane++)); do
     (
       for ((i = first + lane; i <= rollouts; i += concurrency)); do
         rollout "$arm" "$b" "$i" $(( b * rollouts + i )) "$lane"
       done
     ) &
-    pids+=($!)
+    lane_pids+=($!)
   done
-  wait "${pids[@]}"
+  wait "${lane_pids[@]}"
+  lane_pids=()
   # Teardown: the sessions the lanes hold.
   now t1
   local td0=$t1 f
