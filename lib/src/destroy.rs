@@ -488,7 +488,10 @@ fn remove_cgroup(path: &Path, busy_wait: Duration) -> Result<Done, Fail> {
             match std::fs::remove_dir(d) {
                 Ok(()) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                // Retry only while the kernel still counts tasks that are exiting; live ones will not leave.
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline && !has_live_tasks(d) => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
                 Err(e) => {
                     let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
                     let mut f = Fail::io("remove cgroup directory", d, &e);
@@ -502,6 +505,14 @@ fn remove_cgroup(path: &Path, busy_wait: Duration) -> Result<Done, Fail> {
     }
     remove_empty_drums_parent(path);
     Ok(Done::Removed)
+}
+
+fn has_live_tasks(cgroup: &Path) -> bool {
+    std::fs::read_to_string(cgroup.join("cgroup.procs"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .any(|p| !matches!(crate::proc::state(p), Some('Z') | Some('X') | None))
 }
 
 /// `<hierarchy>/drums` is made by whoever makes the first session cgroup; an empty one is a leftover.

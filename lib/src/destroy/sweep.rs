@@ -1,9 +1,10 @@
 //! The cron mode of drums-sweep: find orphaned sessions and unledgered leftovers, and remove them.
 //!
 //! A session (a directory under `<state_root>/sessions`) is judged from its ledger:
-//! - left alone while its last phase is `creating`, `restoring` or `destroying` and the process that set
-//!   it is alive (a live tool is at work), and while its ledger was written to less than the grace period
-//!   (`older_than`) ago (between two stages of a pipeline no tool holds it);
+//! - left alone while its last phase marks work in progress (`creating`, `restoring`, `destroying`: any
+//!   but `live`, `parked`, `taken`) and the process that set it is alive (a live tool is at work), and
+//!   while its ledger was written to less than the grace period (`older_than`) ago (between two stages
+//!   of a pipeline no tool holds it);
 //! - an orphan when its time to live has expired; when its holder is gone (the owner, or the taker after a
 //!   `taken` phase) unless it is `parked` in a warm pool; when the tool that was creating or restoring it
 //!   died midway; when it holds resources but no live init (half-created, or its init died); or when it
@@ -204,7 +205,9 @@ fn judge(dir: &Path, now: f64, opts: &SweepOptions) -> (bool, String) {
     let c = contents.as_ref().unwrap();
     let phase = c.last_phase();
     if let Some((p, by, _)) = phase {
-        if matches!(p, "creating" | "restoring" | "destroying") && holder_alive(by) {
+        // Any phase but the settled ones marks work in progress (creating, restoring, destroying, and
+        // whatever a later tool adds, like a dump), so a live process that set it protects the session.
+        if !matches!(p, "live" | "parked" | "taken") && holder_alive(by) {
             return (false, format!("{p} by pid {}, which is alive", by.pid));
         }
     }
@@ -286,7 +289,7 @@ fn claimed() -> Claimed {
             k.ids.insert(id.to_string());
         }
         if let Some((p, by, _)) = c.last_phase() {
-            if matches!(p, "creating" | "restoring") && holder_alive(by) {
+            if !matches!(p, "live" | "parked" | "taken") && holder_alive(by) {
                 k.creators.insert(by.pid);
             }
         }
