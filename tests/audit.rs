@@ -1,7 +1,8 @@
 //! drums-audit on real sessions: a cold pair and two siblings restored from one checkpoint pass revision
-//! 2a and fail the literal rule on exactly /dev/null and /dev/urandom; deliberately broken pairs (a shared pipe, a shared network namespace, a
-//! writable file bind-mounted into both) fail and name the object; an audit during which processes start
-//! and exit, or of a session that is gone, is incomplete (exit 6), never a pass.
+//! 2a and fail the literal rule on exactly /dev/null and /dev/urandom; deliberately broken pairs (a shared
+//! pipe, a shared network namespace, a writable file bind-mounted into both and locked from both) fail and
+//! name the object; an audit during which processes start and exit, or of a session that is gone, is
+//! incomplete (exit 6), never a pass.
 
 use drums_tests::*;
 use serde_json::Value;
@@ -270,15 +271,19 @@ fn cold_pair_passes_2a_and_broken_pairs_fail_naming_the_object() {
         let o = Command::new(tool("drums-ns")).args(["exec", "--session", id_of(rec), "--", "touch", "/tmp/drums-audit-shared"]).output().unwrap();
         assert!(o.status.success(), "{}", text(&o.stderr));
         bind_into(rec, &shared, "/tmp/drums-audit-shared");
-        detach(rec, "exec 3>>/tmp/drums-audit-shared; exec sleep 600");
+        // Each also takes a shared flock(2) on it: a lock entry on the same file from both sessions.
+        detach(rec, "exec 3>>/tmp/drums-audit-shared; flock -s 3; exec sleep 600");
     }
     let held = |p: i32| holds_fd(p, "/tmp/drums-audit-shared");
+    let lock_id = format!("lock:{}:{}:{}", libc::major(m.dev()), libc::minor(m.dev()), m.ino());
+    let locked = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep") && held(p);
     for rec in [&ra, &rb] {
-        wait_until("the shared file's holder", || drums::proc::pids_in_pidns(pidns_of(rec)).into_iter().any(held));
+        wait_until("the shared file's holder", || drums::proc::pids_in_pidns(pidns_of(rec)).into_iter().any(locked));
     }
     let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &format!("{ida},{idb}")]);
     assert_eq!(code, 1, "a shared writable file fails revision 2a");
     assert_fails_naming(&r, "files", &file_id);
+    assert_fails_naming(&r, "locks", &lock_id);
     let obj = r["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "files").unwrap()["shared"].as_array().unwrap().iter().find(|o| o["id"] == file_id.as_str()).unwrap().clone();
     assert_eq!(obj["writable"], true);
     assert_eq!(obj["holders"][&ida][0]["mode"], "w", "{obj}");
