@@ -70,7 +70,9 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: 
     std::fs::create_dir(&merged).ctx("create directory", &merged)?;
     let mut lower: Vec<String> = copies.iter().map(|l| escape(l)).collect();
     lower.push("/".into());
-    let data = format!("lowerdir={},upperdir={},workdir={}", lower.join(":"), escape(&upper), escape(&work));
+    // redirect_dir=on: renaming a directory that comes from a lower layer (a task's directory in the
+    // checkpoint layer, a template directory) fails with EXDEV without it, and this kernel's default is off.
+    let data = format!("lowerdir={},upperdir={},workdir={},redirect_dir=on", lower.join(":"), escape(&upper), escape(&work));
     // The kernel takes overlay options in one page; a longer string fails with a bare EINVAL.
     if data.len() >= 4000 {
         return Err(Error::bad_input(format!("overlay options are {} bytes, over the kernel's one-page limit: fewer or shorter layers", data.len())));
