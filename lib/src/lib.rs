@@ -11,6 +11,7 @@ pub mod destroy;
 pub mod error;
 pub mod guest;
 pub mod ledger;
+pub mod mountinfo;
 pub mod net;
 pub mod ns;
 pub mod overlay;

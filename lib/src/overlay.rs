@@ -157,23 +157,7 @@ pub fn unmount_owned(ledger: &Ledger, path: &Path) -> Result<()> {
 pub fn is_mountpoint(path: &Path) -> bool {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
     let want = path.to_string_lossy();
-    info.lines().any(|l| l.split(' ').nth(4).map(unescape_octal).as_deref() == Some(&*want))
-}
-
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() + 0 && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    info.lines().any(|l| l.split(' ').nth(4).map(crate::mountinfo::unescape).as_deref() == Some(&*want))
 }
 
 #[cfg(test)]
@@ -182,9 +166,5 @@ mod tests {
     #[test]
     fn escapes_separators() {
         assert_eq!(escape(Path::new("/a,b:c\\d")), "/a\\,b\\:c\\\\d");
-    }
-    #[test]
-    fn unescapes_mountinfo() {
-        assert_eq!(unescape_octal("/a\\040b"), "/a b");
     }
 }

@@ -51,23 +51,6 @@ pub fn is_cgroup2(magic: i64) -> bool {
     magic == nix::sys::statfs::CGROUP2_SUPER_MAGIC.0 as i64
 }
 
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Controllers the kernel knows and has enabled (/proc/cgroups: name, hierarchy, num_cgroups, enabled).
 fn enabled_controllers() -> Result<Vec<String>> {
     let text = std::fs::read_to_string("/proc/cgroups").ctx("read", "/proc/cgroups")?;
@@ -96,8 +79,8 @@ pub fn mounts() -> Result<Mounts> {
         if fstype != "cgroup" && fstype != "cgroup2" {
             continue;
         }
-        let path = PathBuf::from(unescape(pre[4]));
-        let root = unescape(pre[3]);
+        let path = PathBuf::from(crate::mountinfo::unescape(pre[4]));
+        let root = crate::mountinfo::unescape(pre[3]);
         let magic = match statfs_magic(&path) {
             Ok(x) => x,
             Err(_) => {
@@ -158,13 +141,6 @@ pub fn layout() -> Result<Layout> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn unescapes_mountinfo() {
-        assert_eq!(unescape("/a\\040b"), "/a b");
-        assert_eq!(unescape("/plain"), "/plain");
-        assert_eq!(unescape("/x\\134y"), "/x\\y");
-    }
 
     fn m(path: &str, c: &[&str]) -> Mount {
         Mount { path: path.into(), root: "/".into(), controllers: c.iter().map(|s| s.to_string()).collect() }
