@@ -148,7 +148,7 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
         }
     }
 
-    let mut ordered = live.clone();
+    let mut ordered = live;
     // Within a group, deepest first (an outer mount or directory cannot go while an inner one is there),
     // then newest first (an overlay goes before the tmpfs that holds its upper layer).
     ordered.sort_by(|(a, ta), (b, tb)| order(a).cmp(&order(b)).then(depth(b).cmp(&depth(a))).then(tb.total_cmp(ta)));

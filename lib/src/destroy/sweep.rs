@@ -6,8 +6,8 @@
 //!   while its ledger was written to less than the grace period (`older_than`) ago (between two stages
 //!   of a pipeline no tool holds it);
 //! - an orphan when its time to live has expired; when its holder is gone (the owner, or the taker after a
-//!   `taken` phase) unless it is `parked` in a warm pool; when the tool that was creating or restoring it
-//!   died midway; when it holds resources but no live init (half-created, or its init died); or when it
+//!   `taken` phase) unless it is `parked` in a warm pool; when the tool that was creating, restoring or
+//!   destroying it died midway; when it holds resources but no live init (half-created, or its init died); or when it
 //!   has no readable ledger at all.
 //!
 //! Unledgered leftovers are objects that carry Drums' names but that no ledger claims: links named
@@ -220,8 +220,8 @@ fn judge(dir: &Path, now: f64, opts: &SweepOptions) -> (bool, String) {
             return (true, format!("time to live of {ttl} s expired {:.0} s ago", now - created - ttl as f64));
         }
     }
-    if let Some((p @ ("creating" | "restoring"), by, _)) = phase {
-        // The live-holder case returned above: the tool that was making it died midway.
+    if let Some((p @ ("creating" | "restoring" | "destroying"), by, _)) = phase {
+        // The live-holder case returned above: the tool that was making (or destroying) it died midway.
         return (true, format!("{p} was interrupted: pid {} is gone", by.pid));
     }
     match phase {
@@ -626,6 +626,12 @@ mod tests {
         assert!(!verdict(&d2, 0).0);
         phase(&l2, "creating", dead());
         assert!(verdict(&d2, 0).1.contains("interrupted"), "{:?}", verdict(&d2, 0));
+        // A destroy that died midway: finish it, even with a live owner.
+        let l7 = Ledger::create(&dir(), "d-7", me.clone(), None).unwrap();
+        l7.create_res(Resource::Process { pid: me.pid, start_time: me.start_time, role: "init".into(), init: true }).unwrap();
+        phase(&l7, "destroying", dead());
+        assert!(verdict(l7.dir(), 0).1.contains("destroying was interrupted"), "{:?}", verdict(l7.dir(), 0));
+        std::fs::remove_dir_all(l7.dir()).unwrap();
         // Parked: the pool's owner may be gone.
         phase(&l, "parked", dead());
         let l3 = Ledger::create(&dir(), "d-3", dead(), None).unwrap();
