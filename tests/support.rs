@@ -85,10 +85,23 @@ impl Inventory {
         self.processes.is_empty() && self.mounts.is_empty() && self.links.is_empty() && self.cgroups.is_empty() && self.state_dirs.is_empty()
     }
     /// What is here now and was not in `before`: what a test left, even on a machine that was not clean.
+    /// A new process in a PID namespace that a process of `before` still lives in (someone else's long-running
+    /// session that forks) is not new. (The namespace is named by a process still in it, not by its inode
+    /// alone: the kernel reuses the inode numbers of namespaces that are gone.)
     pub fn new_since(&self, before: &Inventory) -> Inventory {
+        use std::os::unix::fs::MetadataExt;
         let minus = |now: &Vec<String>, then: &Vec<String>| now.iter().filter(|x| !then.contains(x)).cloned().collect::<Vec<_>>();
+        let ns_of = |p: &String| {
+            let pid = p.split(' ').next().unwrap_or("");
+            let ns = std::fs::metadata(format!("/proc/{pid}/ns/pid")).ok()?.ino();
+            // Still the same process: the pid and its command name, as listed.
+            (format!("{pid} {}", std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim()) == *p).then_some(ns)
+        };
+        let old_ns: Vec<u64> = before.processes.iter().filter_map(ns_of).collect();
+        // A process that is gone by now is no leftover either.
+        let in_new_ns = |p: &String| ns_of(p).is_some_and(|ns| !old_ns.contains(&ns));
         Inventory {
-            processes: minus(&self.processes, &before.processes),
+            processes: minus(&self.processes, &before.processes).into_iter().filter(in_new_ns).collect(),
             zombies: minus(&self.zombies, &before.zombies),
             mounts: minus(&self.mounts, &before.mounts),
             links: minus(&self.links, &before.links),
