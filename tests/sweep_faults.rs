@@ -157,9 +157,8 @@ fn left_by(before: &Inventory, id: Option<&str>, dir: Option<&Path>, link: Optio
                 left.push(format!("state directory {}", d.display()));
             }
         }
-        // PID namespaces that were there before the test (someone else's, ledgered or not) are not ours.
-        let mut theirs = ledgered_pidns();
-        theirs.extend(before.processes.iter().filter_map(|p| p.split(' ').next()?.parse::<i32>().ok()).filter_map(|pid| drums::proc::ns_inode(pid, "pid").ok()));
+        // new_since already leaves out namespaces that were there before the test.
+        let theirs = ledgered_pidns();
         for p in inv.new_since(before).processes {
             let pid: i32 = p.split(' ').next().unwrap().parse().unwrap();
             if drums::proc::ns_inode(pid, "pid").is_ok_and(|ns| !theirs.contains(&ns)) {
