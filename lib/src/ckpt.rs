@@ -107,12 +107,17 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     let overlay = session.overlay()?.clone();
     let version = criu_version()?;
     let ledger = Ledger::open(&session.state_dir)?;
+    // A live process in a phase other than live/parked/taken tells the sweep that work is under way.
+    ledger.phase("dumping")?;
     let id = crate::state::new_id('c');
     let root = crate::state::checkpoint_root();
     std::fs::create_dir_all(&root).ctx("create directory", &root)?;
     let partial = root.join(format!("{id}.partial"));
     ledger.create_res(Resource::Dir { path: partial.clone() })?;
     let result = dump_into(session, o, &partial, &overlay.upper, &version).and_then(|c| {
+        if o.leave_running {
+            ledger.phase("live")?;
+        }
         // The template layers are part of what the processes see: the checkpoint keeps its own copy, so
         // rebuilding the template later does not change what a restore finds.
         for (i, l) in overlay.layers.iter().enumerate() {
@@ -125,6 +130,7 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     let mut c = match result {
         Ok(c) => c,
         Err(e) => {
+            let _ = ledger.phase("live");
             let cleanup = std::fs::remove_dir_all(&partial).ctx("remove partial checkpoint", &partial).and_then(|_| ledger.release(Resource::Dir { path: partial.clone() }));
             return Err(e.with_cleanup(cleanup));
         }

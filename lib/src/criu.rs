@@ -26,7 +26,15 @@ pub fn timeout() -> std::time::Duration {
 /// Run a prepared CRIU command to its end, or kill it when it exceeds `timeout()`. Its output goes to
 /// its log file (-o), so nothing is read from its pipes.
 pub fn run(cmd: &mut std::process::Command) -> crate::Result<std::process::ExitStatus> {
+    use std::os::unix::process::CommandExt;
     use std::process::Stdio;
+    // CRIU must not outlive the tool that runs it unledgered: if the tool dies, so does the call in flight.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -122,8 +122,6 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let ksm = o.ksm;
     unsafe {
         cmd.pre_exec(move || {
-            // CRIU must not outlive us unledgered: if drums-restore dies, so does the restore in flight.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             if ksm {
                 // PR_SET_MEMORY_MERGE: inherited by the tasks CRIU creates, whose memory the restorer
                 // rebuilds, so every restored process is mergeable.

@@ -23,24 +23,7 @@ pub fn mounts() -> io::Result<Vec<MountInfo>> {
 fn parse_mountinfo_line(l: &str) -> Option<MountInfo> {
     let f: Vec<&str> = l.split(' ').collect();
     let dash = f.iter().position(|w| *w == "-")?;
-    Some(MountInfo { id: f.first()?.parse().ok()?, mount_point: PathBuf::from(unescape(f.get(4)?)), fstype: f.get(dash + 1)?.to_string() })
-}
-
-/// mountinfo escapes space, tab, newline and backslash as \ooo.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    Some(MountInfo { id: f.first()?.parse().ok()?, mount_point: PathBuf::from(crate::mountinfo::unescape(f.get(4)?)), fstype: f.get(dash + 1)?.to_string() })
 }
 
 /// `path` is `root` or below it, judged on the words of the path (no `..`, absolute).
