@@ -88,6 +88,18 @@ def session_pss_mib(rec):
     return total / 1024
 
 
+def cgroup_memory_mib(rec):
+    """The sibling's own memory cgroup's charge (v1 memory.usage_in_bytes, v2 memory.current): what it holds."""
+    paths = (rec.get("cgroup") or {}).get("paths") or {}
+    for key, name in (("memory", "memory.usage_in_bytes"), ("unified", "memory.current")):
+        if key in paths:
+            try:
+                return int(open(os.path.join(paths[key], name)).read()) / 2**20
+            except OSError:
+                return None
+    return None
+
+
 def slope(xs, ys):
     mx, my = statistics.mean(xs), statistics.mean(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
@@ -177,7 +189,9 @@ def main():
             pool.fill(k)
             time.sleep(a.settle)
             used.append(used_mib())
-        pss = [session_pss_mib(r) for r in pool.ready_records()]
+        parked = pool.ready_records()
+        pss = [session_pss_mib(r) for r in parked]
+        cg = [m for m in (cgroup_memory_mib(r) for r in parked) if m is not None]
         xs = list(range(1, a.mem_siblings + 1))
         result["memory_per_parked_sibling"] = {
             "slope_mib": round(slope(xs, used), 1) if len(xs) >= 2 else None,
@@ -185,6 +199,8 @@ def main():
             "host_used_mib_series": [round(u - base, 1) for u in used],
             "pss_mean_mib": round(statistics.mean(pss), 1) if pss else None,
             "pss_method": "sum of Pss (smaps_rollup) over every process in a parked sibling's PID namespace, mean over the parked siblings",
+            "cgroup_mean_mib": round(statistics.mean(cg), 1) if cg else None,
+            "cgroup_method": "the parked sibling's own memory cgroup charge (v1 memory.usage_in_bytes, v2 memory.current), mean over the parked siblings. NOT what the sibling holds: on this cgroup v1 machine the pages CRIU restores stay charged elsewhere (v1 does not move charges), only what the sibling allocated after its restore is here",
             "n": len(pss),
         }
         pool.fill(a.depth)
