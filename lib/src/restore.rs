@@ -120,8 +120,14 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let mut cmd = Command::new(crate::criu::binary());
     cmd.arg("restore").arg("-D").arg(&c.images).arg("-W").arg(&s.state_dir).arg("-o").arg("restore.log").arg("--pidfile").arg(&pidfile).args(&opts);
     let ksm = o.ksm;
+    // CRIU runs inside the sibling's cgroups when it has them, so the memory it restores is charged there
+    // (on cgroup v1 pages stay charged to the cgroup that faulted them in, whatever CRIU moves later).
+    let joiner = s.section("cgroup").is_some().then(|| s.clone());
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(sib) = &joiner {
+                crate::cgroup::enter(sib, libc::getpid()).map_err(|e| std::io::Error::other(e.to_string()))?;
+            }
             if ksm {
                 // PR_SET_MEMORY_MERGE: inherited by the tasks CRIU creates, whose memory the restorer
                 // rebuilds, so every restored process is mergeable.
