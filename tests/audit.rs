@@ -14,20 +14,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Destroys every session it holds when dropped, so a failing assertion leaves nothing behind.
-#[derive(Default)]
-struct Sessions(Vec<String>);
-impl Drop for Sessions {
-    fn drop(&mut self) {
-        for rec in &self.0 {
-            let o = run("drums-sweep", &[], rec);
-            if !o.status.success() {
-                eprintln!("destroy failed: {}{}", text(&o.stdout), text(&o.stderr));
-            }
-        }
-    }
-}
-
 /// A full cold session (pipelines/cold.sh): overlay, namespaces, desktop, agent-ready.
 fn cold(guard: &mut Sessions) -> (String, Value) {
     let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
@@ -383,6 +369,8 @@ fn an_audit_that_cannot_finish_is_incomplete_never_a_pass() {
     for _ in 0..4 {
         detach(&ra, "while :; do /bin/true; done");
     }
+    // Let the loops get going: an audit that starts before they fork sees a still session.
+    std::thread::sleep(Duration::from_millis(500));
     let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &control, "--attempts", "2"]);
     assert_eq!(code, 6, "processes exiting mid-audit make it incomplete: {}", r["incomplete"]);
     assert_eq!(r["complete"], false);

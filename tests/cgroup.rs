@@ -428,20 +428,6 @@ fn run_owned(name: &str, args: &[&str], stdin: &str) -> String {
     text(&o.stdout)
 }
 
-/// Destroys every session it holds when dropped.
-#[derive(Default)]
-struct Sessions(Vec<String>);
-impl Drop for Sessions {
-    fn drop(&mut self) {
-        for rec in &self.0 {
-            let o = run("drums-sweep", &[], rec);
-            if !o.status.success() {
-                eprintln!("destroy failed: {}", text(&o.stderr));
-            }
-        }
-    }
-}
-
 fn in_cgroups(pid: i32, sec: &serde_json::Value) -> Result<(), String> {
     let pc = proc_cgroup(pid);
     for (ctrl, p) in sec["proc_paths"].as_object().unwrap() {

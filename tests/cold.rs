@@ -6,18 +6,7 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
-/// Destroys the session when dropped, so a failing assertion leaves nothing behind.
-struct Destroy(String);
-impl Drop for Destroy {
-    fn drop(&mut self) {
-        let o = run("drums-sweep", &[], &self.0);
-        if !o.status.success() {
-            eprintln!("destroy failed: {}", text(&o.stderr));
-        }
-    }
-}
-
-fn cold_session(png: &std::path::Path) -> (Value, Destroy) {
+fn cold_session(png: &std::path::Path) -> (Value, Sessions) {
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())
@@ -27,7 +16,7 @@ fn cold_session(png: &std::path::Path) -> (Value, Destroy) {
     let out = text(&o.stdout);
     assert!(o.status.success(), "cold.sh failed: {}\n{out}", text(&o.stderr));
     let rec: Value = serde_json::from_str(out.trim()).expect("cold.sh prints one record");
-    let guard = Destroy(out);
+    let guard = Sessions(vec![out]);
     (rec, guard)
 }
 

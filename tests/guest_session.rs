@@ -11,18 +11,7 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::process::Command;
 
-/// Destroys the session when dropped, so a failing assertion leaves nothing behind.
-struct Destroy(String);
-impl Drop for Destroy {
-    fn drop(&mut self) {
-        let o = run("drums-sweep", &[], &self.0);
-        if !o.status.success() {
-            eprintln!("destroy failed: {}", text(&o.stderr));
-        }
-    }
-}
-
-fn cold_session() -> (Value, Destroy) {
+fn cold_session() -> (Value, Sessions) {
     assert!(
         std::path::Path::new("/var/lib/drums/template/etc/passwd").exists(),
         "no session template layer: run pipelines/setup.sh (pipelines/setup.d/template.sh builds it)"
@@ -35,7 +24,7 @@ fn cold_session() -> (Value, Destroy) {
     let out = text(&o.stdout);
     assert!(o.status.success(), "cold.sh failed: {}\n{out}", text(&o.stderr));
     let rec: Value = serde_json::from_str(out.trim()).expect("cold.sh prints one record");
-    (rec, Destroy(out))
+    (rec, Sessions(vec![out]))
 }
 
 /// OSWorld's `execute` setup step: POST /setup/execute with the step's command and shell flag.

@@ -6,25 +6,6 @@ use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// Destroys every session it holds when dropped, so a failing assertion leaves nothing behind.
-#[derive(Default)]
-struct Sessions(Vec<String>);
-impl Sessions {
-    fn add(&mut self, rec: &str) {
-        self.0.push(rec.trim().to_string());
-    }
-}
-impl Drop for Sessions {
-    fn drop(&mut self) {
-        for rec in &self.0 {
-            let o = run("drums-sweep", &[], rec);
-            if !o.status.success() {
-                eprintln!("destroy failed: {}{}", text(&o.stdout), text(&o.stderr));
-            }
-        }
-    }
-}
-
 fn owner() -> String {
     std::process::id().to_string()
 }

@@ -199,3 +199,23 @@ pub fn http(method: &str, url: &str, json: Option<&serde_json::Value>, wait: std
     let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     (status, body)
 }
+
+/// Destroys every session it holds with drums-sweep when dropped, so a failing assertion leaves nothing
+/// behind. Holds session records (one or several lines each).
+#[derive(Default)]
+pub struct Sessions(pub Vec<String>);
+impl Sessions {
+    pub fn add(&mut self, records: &str) {
+        self.0.extend(records.lines().filter(|l| !l.trim().is_empty()).map(str::to_string));
+    }
+}
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        for rec in &self.0 {
+            let o = run("drums-sweep", &[], rec);
+            if !o.status.success() {
+                eprintln!("destroy failed: {}{}", text(&o.stdout), text(&o.stderr));
+            }
+        }
+    }
+}
