@@ -19,24 +19,14 @@ Prints one JSON object. Every figure carries its unit, sample count and method. 
 suite's session lock (/run/drums/test.lock) while it runs, so it never measures beside the tests.
 Usage: pipelines/bench.py [--starts 20] [--arms cold,restore,restore_raw] [--mem-sessions 6] [--out FILE]
 """
-import argparse, fcntl, json, os, random, statistics, subprocess, sys, time
+import argparse, fcntl, json, os, statistics, subprocess, sys, time
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ)
-ENV["PATH"] = os.path.join(HERE, "target/release") + ":" + ENV.get("PATH", "")
-ENV["DRUMS_OWNER"] = str(os.getpid())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, session_pss_mib, sh, slope, summary, used_mib  # noqa: E402
 
 
-def sh(cmd, stdin=None, check=True):
-    p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=ENV, shell=isinstance(cmd, str))
-    if check and p.returncode != 0:
-        raise RuntimeError(f"{cmd}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
-    return p.stdout
 
 
-def destroy(records):
-    if records.strip():
-        sh(["drums-sweep"], stdin=records, check=False)
 
 
 def start(arm, ckpt):
@@ -60,53 +50,14 @@ def start(arm, ckpt):
     return dt, out
 
 
-def pct(xs, q):
-    xs = sorted(xs)
-    if not xs:
-        return None
-    k = (len(xs) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def bootstrap_ratio(a, b, draws=2000, seed=1):
-    rnd = random.Random(seed)
-    rs = []
-    for _ in range(draws):
-        ra = [rnd.choice(a) for _ in a]
-        rb = [rnd.choice(b) for _ in b]
-        rs.append(statistics.median(ra) / statistics.median(rb))
-    return [pct(rs, 0.025), pct(rs, 0.975)]
 
 
-def used_mib():
-    info = {}
-    for line in open("/proc/meminfo"):
-        k, v = line.split(":")
-        info[k] = int(v.split()[0])
-    return (info["MemTotal"] - info["MemAvailable"]) / 1024
 
 
-def session_pss_mib(rec):
-    pidns = rec["ns"]["inodes"]["pid"]
-    total = 0
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{p}/ns/pid").st_ino != pidns:
-                continue
-            for line in open(f"/proc/{p}/smaps_rollup"):
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total / 1024
 
 
-def slope(xs, ys):
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
 def memory(arm, ckpt, n, settle):
@@ -133,8 +84,6 @@ def memory(arm, ckpt, n, settle):
     }
 
 
-def summary(xs):
-    return {"p50_s": round(pct(xs, 0.5), 3), "p95_s": round(pct(xs, 0.95), 3), "min_s": round(min(xs), 3), "max_s": round(max(xs), 3), "n": len(xs)} if xs else None
 
 
 def main():

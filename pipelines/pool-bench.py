@@ -19,73 +19,32 @@ a settle pause) host used memory (MemTotal - MemAvailable) is read; the slope of
 1..N is the memory per added parked sibling. Beside it, the summed Pss of every process in each parked
 sibling (smaps_rollup), the mean over the parked siblings.
 
-Prints one JSON object. Every figure carries its unit, sample count and method. Imports nothing from
-pipelines/bench.py.
+Prints one JSON object. Every figure carries its unit, sample count and method. Shares its helpers with
+pipelines/bench.py through pipelines/benchlib.py.
 Usage: pipelines/pool-bench.py [--takes 20] [--depth 4] [--mem-siblings 4] [--no-freeze] [--out FILE]
 """
-import argparse, json, os, random, statistics, subprocess, sys, time
+import argparse, json, os, statistics, subprocess, sys, time
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ)
-ENV["PATH"] = os.path.join(HERE, "target/release") + ":" + ENV.get("PATH", "")
-ENV["DRUMS_OWNER"] = str(os.getpid())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, session_pss_mib, sh, slope, used_mib  # noqa: E402
+from benchlib import summary as summary3  # noqa: E402
+
+
+def summary(xs):
+    return summary3(xs, digits=4)
 STATE = os.environ.get("DRUMS_STATE_DIR", "/run/drums")
 
 
-def sh(cmd, stdin=None, check=True):
-    p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=ENV)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"{cmd}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
-    return p.stdout
 
 
-def destroy(records):
-    if records.strip():
-        sh(["drums-sweep"], stdin=records, check=False)
 
 
-def pct(xs, q):
-    xs = sorted(xs)
-    if not xs:
-        return None
-    k = (len(xs) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def bootstrap_ratio(a, b, q=0.5, draws=2000, seed=1):
-    rnd = random.Random(seed)
-    rs = []
-    for _ in range(draws):
-        ra = [rnd.choice(a) for _ in a]
-        rb = [rnd.choice(b) for _ in b]
-        rs.append(pct(ra, q) / pct(rb, q))
-    return [pct(rs, 0.025), pct(rs, 0.975)]
 
 
-def used_mib():
-    info = {}
-    for line in open("/proc/meminfo"):
-        k, v = line.split(":")
-        info[k] = int(v.split()[0])
-    return (info["MemTotal"] - info["MemAvailable"]) / 1024
 
 
-def session_pss_mib(rec):
-    pidns = rec["ns"]["inodes"]["pid"]
-    total = 0
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{p}/ns/pid").st_ino != pidns:
-                continue
-            for line in open(f"/proc/{p}/smaps_rollup"):
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total / 1024
 
 
 def cgroup_memory_mib(rec):
@@ -100,13 +59,8 @@ def cgroup_memory_mib(rec):
     return None
 
 
-def slope(xs, ys):
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
-def summary(xs):
-    return {"p50_s": round(pct(xs, 0.5), 4), "p95_s": round(pct(xs, 0.95), 4), "min_s": round(min(xs), 4), "max_s": round(max(xs), 4), "n": len(xs)} if xs else None
 
 
 class Pool:
@@ -200,7 +154,7 @@ def main():
             "pss_mean_mib": round(statistics.mean(pss), 1) if pss else None,
             "pss_method": "sum of Pss (smaps_rollup) over every process in a parked sibling's PID namespace, mean over the parked siblings",
             "cgroup_mean_mib": round(statistics.mean(cg), 1) if cg else None,
-            "cgroup_method": "the parked sibling's own memory cgroup charge (v1 memory.usage_in_bytes, v2 memory.current), mean over the parked siblings. NOT what the sibling holds: on this cgroup v1 machine the pages CRIU restores stay charged elsewhere (v1 does not move charges), only what the sibling allocated after its restore is here",
+            "cgroup_method": "the parked sibling's own memory cgroup charge (v1 memory.usage_in_bytes, v2 memory.current), mean over the parked siblings. drums-restore runs CRIU inside the sibling's cgroups, so the pages it restores are charged there (cgroup v1 never moves charges afterwards)",
             "n": len(pss),
         }
         pool.fill(a.depth)
