@@ -3,9 +3,9 @@
 //! two taken siblings differ in everything the clone-hygiene test checks; takers killed midway leave
 //! nothing once swept; a taker refuses siblings older than its limit; a drain leaves nothing.
 
-use drums::cdp::Cdp;
+use drums_tests::hygiene::*;
 use drums_tests::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -115,50 +115,6 @@ fn sweep_orphans() -> Value {
     serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("{e}: {}{}", text(&o.stdout), text(&o.stderr)))
 }
 
-fn inside(rec: &Value, script: &str) -> String {
-    let o = Command::new(tool("drums-ns")).args(["exec", "--session", rec["id"].as_str().unwrap(), "--", "sh", "-c", script]).output().unwrap();
-    assert!(o.status.success(), "{script}: {}", text(&o.stderr));
-    text(&o.stdout).trim().to_string()
-}
-
-fn cdp(rec: &Value) -> (Cdp, String) {
-    let mut c = Cdp::connect(rec["ns"]["init_pid"].as_i64().unwrap() as i32, 9222, Duration::from_secs(10)).unwrap();
-    let (_, page) = c.attach_page().unwrap();
-    (c, page)
-}
-
-/// The clone-hygiene probe of tests/restore.rs: hostname, MAC, guest RNG, a Python process's next random
-/// number, Math.random in the page, the pre-checkpoint cookie, a new browser context's id.
-#[derive(Debug)]
-struct Probe {
-    hostname: String,
-    mac: String,
-    guest_rng: String,
-    python_random: String,
-    math_random: Value,
-    cookie: Option<String>,
-    new_context_id: String,
-}
-
-fn probe(s: &Value) -> Probe {
-    let hostname = inside(s, "hostname");
-    let mac = inside(s, "ip -o link show eth0 | sed 's/.*link\\/ether \\([^ ]*\\).*/\\1/'");
-    let url = format!("{}/drums/rng", s["desktop"]["guest_url"].as_str().unwrap());
-    let (status, body) = http("GET", &url, None, Duration::from_secs(10));
-    assert_eq!(status, 200, "{url}: {body}");
-    let guest_rng = serde_json::from_str::<Value>(&body).unwrap()["fingerprint"].as_str().unwrap().to_string();
-    inside(s, "rm -f /tmp/answer; touch /tmp/ask; for i in $(seq 100); do [ -s /tmp/answer ] && break; sleep 0.05; done");
-    let python_random = inside(s, "cat /tmp/answer");
-    let (mut c, page) = cdp(s);
-    let math_random = c.eval(&page, "[Math.random(), Math.random(), Math.random()]").unwrap();
-    let cookies = c.call(None, "Storage.getCookies", json!({})).unwrap();
-    let cookie = cookies["cookies"].as_array().unwrap().iter().find(|k| k["name"] == "drums").map(|k| k["value"].as_str().unwrap().to_string());
-    let ctx = c.call(None, "Target.createBrowserContext", json!({})).unwrap();
-    let new_context_id = ctx["browserContextId"].as_str().unwrap().to_string();
-    c.call(None, "Target.disposeBrowserContext", json!({"browserContextId": new_context_id})).unwrap();
-    Probe { hostname, mac, guest_rng, python_random, math_random, cookie, new_context_id }
-}
-
 #[test]
 fn warm_pool() {
     require_root();
@@ -173,17 +129,7 @@ fn warm_pool() {
     let src_text = text(&o.stdout);
     keep(&mut g, &o);
     let src: Value = serde_json::from_str(src_text.trim()).unwrap();
-    let py = "import os, random, time\nwhile True:\n    if os.path.exists('/tmp/ask'):\n        os.remove('/tmp/ask')\n        open('/tmp/answer', 'w').write(repr(random.random()))\n    time.sleep(0.02)\n";
-    let o = Command::new(tool("drums-ns"))
-        .args(["exec", "--session", src["id"].as_str().unwrap(), "--detach", "--log", "/tmp/py.log", "--", "/usr/bin/python3", "-c", py])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    {
-        let (mut c, page) = cdp(&src);
-        c.call(Some(&page), "Network.setCookie", json!({"name": "drums", "value": "secret-pre-checkpoint", "url": "http://drums.test/"})).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    prepare_source(&src);
     let o = run("drums-ckpt", &["--clean"], &src_text);
     assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));
     let ckpt: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
@@ -262,7 +208,7 @@ fn warm_pool() {
     assert!(!ids.contains(&fifth["id"].as_str().unwrap()));
 
     // Uniqueness was established before parking: two taken siblings differ in everything.
-    let (a, b) = (probe(&taken[0]), probe(&taken[1]));
+    let (a, b) = (probe(&taken[0], &ckpt), probe(&taken[1], &ckpt));
     assert_ne!(a.hostname, b.hostname, "hostname");
     assert_ne!(a.mac, b.mac, "MAC");
     assert_ne!(a.guest_rng, b.guest_rng, "guest RNG");

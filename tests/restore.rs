@@ -1,6 +1,6 @@
 //! The restore path on real sessions: checkpoint, siblings, clone hygiene, failures that leave nothing.
 
-use drums::cdp::Cdp;
+use drums_tests::hygiene::*;
 use drums_tests::*;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
@@ -49,25 +49,6 @@ fn restore(ckpt: &str, count: u32, hygiene: bool, guard: &mut Sessions) -> Vec<V
     out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-fn inside(rec: &Value, script: &str) -> String {
-    let o = Command::new(tool("drums-ns")).args(["exec", "--session", rec["id"].as_str().unwrap(), "--", "sh", "-c", script]).output().unwrap();
-    assert!(o.status.success(), "{script}: {}", text(&o.stderr));
-    text(&o.stdout).trim().to_string()
-}
-
-fn guest(rec: &Value, method: &str, path: &str, body: Option<Value>) -> Value {
-    let url = format!("{}{path}", rec["desktop"]["guest_url"].as_str().expect("guest_url"));
-    let (status, body) = http(method, &url, body.as_ref(), Duration::from_secs(10));
-    assert_eq!(status, 200, "{method} {url}: {body}");
-    serde_json::from_str(&body).unwrap_or(Value::String(body))
-}
-
-fn cdp(rec: &Value) -> (Cdp, String) {
-    let mut c = Cdp::connect(rec["ns"]["init_pid"].as_i64().unwrap() as i32, 9222, Duration::from_secs(10)).unwrap();
-    let (_, page) = c.attach_page().unwrap();
-    (c, page)
-}
-
 #[test]
 fn siblings_are_ready_isolated_and_run_the_task() {
     require_root();
@@ -109,83 +90,21 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     assert_eq!(score(b), 0, "the task's effect must not reach the sibling");
 }
 
-/// What the clone-hygiene test compares between two siblings.
-#[derive(Debug, PartialEq)]
-struct Probe {
-    hostname: String,
-    mac: String,
-    guest_rng: String,
-    python_random: String,
-    math_random: Value,
-    cookie: Option<String>,
-    new_context_id: String,
-    /// The browser process's wipe-on-fork page (BoringSSL's fork-detection and buffered state), read
-    /// before the new context was made.
-    browser_wf_page: Vec<u8>,
-}
-
-/// The bytes of the browser process's MADV_WIPEONFORK ranges, as the checkpoint recorded them.
-fn browser_wf_bytes(s: &Value, ckpt: &Value) -> Vec<u8> {
-    use std::os::unix::fs::FileExt;
-    let browser = s["desktop"]["processes"].as_array().unwrap().iter().find(|p| p["role"] == "chromium").unwrap();
-    let ns_pid = browser["pid"].as_i64().unwrap();
-    let host = drums::ns::host_pid_of(s["ns"]["inodes"]["pid"].as_u64().unwrap(), ns_pid as i32).expect("browser process");
-    let mem = std::fs::File::open(format!("/proc/{host}/mem")).unwrap();
-    let mut out = vec![];
-    for w in ckpt["wipe"].as_array().unwrap().iter().filter(|w| w["pid"] == ns_pid) {
-        let (a, b) = (w["start"].as_u64().unwrap(), w["end"].as_u64().unwrap());
-        let mut buf = vec![0u8; (b - a) as usize];
-        mem.read_exact_at(&mut buf, a).unwrap();
-        out.extend(buf);
-    }
-    assert!(!out.is_empty(), "the checkpoint recorded no wipe-on-fork range for the browser process");
-    out
-}
-
-fn probe(s: &Value, ckpt: &str) -> Probe {
-    let ckpt: Value = serde_json::from_str(ckpt.trim()).unwrap();
-    let browser_wf_page = browser_wf_bytes(s, &ckpt);
-    let hostname = inside(s, "hostname");
-    let mac = inside(s, "ip -o link show eth0 | sed 's/.*link\\/ether \\([^ ]*\\).*/\\1/'");
-    let guest_rng = guest(s, "GET", "/drums/rng", None)["fingerprint"].as_str().unwrap().to_string();
-    inside(s, "rm -f /tmp/answer; touch /tmp/ask; for i in $(seq 100); do [ -s /tmp/answer ] && break; sleep 0.05; done");
-    let python_random = inside(s, "cat /tmp/answer");
-    let (mut c, page) = cdp(s);
-    let math_random = c.eval(&page, "[Math.random(), Math.random(), Math.random()]").unwrap();
-    let cookies = c.call(None, "Storage.getCookies", json!({})).unwrap();
-    let cookie = cookies["cookies"].as_array().unwrap().iter().find(|k| k["name"] == "drums").map(|k| k["value"].as_str().unwrap().to_string());
-    let ctx = c.call(None, "Target.createBrowserContext", json!({})).unwrap();
-    let new_context_id = ctx["browserContextId"].as_str().unwrap().to_string();
-    c.call(None, "Target.disposeBrowserContext", json!({"browserContextId": new_context_id})).unwrap();
-    Probe { hostname, mac, guest_rng, python_random, math_random, cookie, new_context_id, browser_wf_page }
-}
-
 #[test]
 fn clone_hygiene() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
     let src = cold(&mut guard);
-    // Before the checkpoint: a Python process that answers with its next random number when asked, and
-    // a cookie in the browser.
-    let py = "import os, random, time\nwhile True:\n    if os.path.exists('/tmp/ask'):\n        os.remove('/tmp/ask')\n        open('/tmp/answer', 'w').write(repr(random.random()))\n    time.sleep(0.02)\n";
-    let o = Command::new(tool("drums-ns"))
-        .args(["exec", "--session", src["id"].as_str().unwrap(), "--detach", "--log", "/tmp/py.log", "--", "/usr/bin/python3", "-c", py])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    {
-        let (mut c, page) = cdp(&src);
-        c.call(Some(&page), "Network.setCookie", json!({"name": "drums", "value": "secret-pre-checkpoint", "url": "http://drums.test/"})).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    prepare_source(&src);
     let src_rec = serde_json::to_string(&src).unwrap();
     let clean = run_ok("drums-ckpt", &["--clean", "--leave-running"], &src_rec);
     let kept = run_ok("drums-ckpt", &[], &src_rec);
+    let (clean_rec, kept_rec): (Value, Value) = (serde_json::from_str(clean.trim()).unwrap(), serde_json::from_str(kept.trim()).unwrap());
 
     // Reseed off: clones.
     let raw = restore(&clean, 2, false, &mut guard);
-    let (a, b) = (probe(&raw[0], &clean), probe(&raw[1], &clean));
+    let (a, b) = (probe(&raw[0], &clean_rec), probe(&raw[1], &clean_rec));
     assert_eq!(a.hostname, b.hostname, "hostname");
     assert_eq!(a.mac, b.mac, "MAC");
     assert_eq!(a.guest_rng, b.guest_rng, "guest RNG");
@@ -206,7 +125,7 @@ fn clone_hygiene() {
 
     // Reseed on, clean checkpoint: everything differs, cookies gone.
     let fresh = restore(&clean, 2, true, &mut guard);
-    let (a, b) = (probe(&fresh[0], &clean), probe(&fresh[1], &clean));
+    let (a, b) = (probe(&fresh[0], &clean_rec), probe(&fresh[1], &clean_rec));
     assert_ne!(a.hostname, b.hostname, "hostname");
     assert_ne!(a.mac, b.mac, "MAC");
     assert_ne!(a.guest_rng, b.guest_rng, "guest RNG");
@@ -221,7 +140,7 @@ fn clone_hygiene() {
 
     // Reseed on, checkpoint not declared clean: the browser's state is kept by design, the rest differs.
     let kept_sibs = restore(&kept, 2, true, &mut guard);
-    let (a, b) = (probe(&kept_sibs[0], &kept), probe(&kept_sibs[1], &kept));
+    let (a, b) = (probe(&kept_sibs[0], &kept_rec), probe(&kept_sibs[1], &kept_rec));
     assert_eq!(a.cookie.as_deref(), Some("secret-pre-checkpoint"));
     assert_eq!(b.cookie.as_deref(), Some("secret-pre-checkpoint"));
     assert_ne!(a.hostname, b.hostname);

@@ -1,6 +1,9 @@
 //! Helpers shared by the black-box tests: where the tools are, a lock so that tests starting sessions
 //! run one at a time, and an inventory of what Drums holds on this machine.
 
+#[path = "hygiene_probe.rs"]
+pub mod hygiene;
+
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
