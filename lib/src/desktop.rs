@@ -49,6 +49,10 @@ pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
         // Only the page's renderer may exist at checkpoint time: a spare renderer would carry a cloned V8
         // state that a later navigation reuses.
         "--disable-features=SpareRendererForSitePerProcess",
+        // The network service inside the browser process instead of a utility process of its own: one
+        // process less to checkpoint and restore (image 193 -> 169 MiB, restore about 30 ms shorter). The
+        // feature is named NetworkServiceInProcess2 in current Chromium, NetworkServiceInProcess before.
+        "--enable-features=NetworkServiceInProcess2,NetworkServiceInProcess",
         "--window-position=0,0",
         // OSWorld's /accessibility reads the AT-SPI tree, which Chromium fills only when asked to.
         "--force-renderer-accessibility",
