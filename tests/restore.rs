@@ -6,6 +6,14 @@ use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// Removes a checkpoint directory when dropped (checkpoints outlive sessions, so the session guard does not).
+struct RemoveOnDrop(std::path::PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn owner() -> String {
     std::process::id().to_string()
 }
@@ -58,6 +66,7 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     let src_dir = src["state_dir"].as_str().unwrap().to_string();
     let ckpt = run_ok("drums-ckpt", &["--clean"], &serde_json::to_string(&src).unwrap());
     let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
+    let _ckpt_dir = RemoveOnDrop(c["dir"].as_str().unwrap().into());
     assert!(c["image_bytes"].as_u64().unwrap() > 50 << 20, "{c}");
     assert!(c["dump_s"].as_f64().unwrap() > 0.0);
     // Without --leave-running the source is gone: the siblings come from disk alone.
