@@ -460,6 +460,8 @@ impl Drop for CheckpointDir {
 fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
     let before = inventory();
     let partials_before = partial_checkpoints();
+    let checkpoints = || -> Vec<PathBuf> { std::fs::read_dir(drums::state::checkpoint_root()).into_iter().flatten().flatten().map(|e| e.path()).collect() };
+    let checkpoints_before = checkpoints();
     let owner = Owner::new();
     let (tool_name, args, input, known): (&str, &[&str], String, Option<PathBuf>) = match stage_name {
         "dump" => {
@@ -478,6 +480,10 @@ fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
     let (running, _) = kill_crash_sweep(stage_name, tool_name, args, &input, owner, known.as_deref(), at, &before);
     let partials: Vec<PathBuf> = partial_checkpoints().into_iter().filter(|p| !partials_before.contains(p)).collect();
     assert!(partials.is_empty(), "{stage_name} killed at {at:?}: partial checkpoints left: {partials:?}");
+    // A dump killed after it finished leaves a complete checkpoint: that one is the test's to remove.
+    for c in checkpoints().into_iter().filter(|c| !checkpoints_before.contains(c)) {
+        let _ = std::fs::remove_dir_all(c);
+    }
     // The source report's failure: after a crash, restores from the same checkpoint failed with
     // "Can't restore link: -17 (File exists)". One sweep later, a restore from it must work.
     let next_owner = Owner::new();
