@@ -412,22 +412,6 @@ fn real_session_under_limits() {
     }
 }
 
-fn run_owned(name: &str, args: &[&str], stdin: &str) -> String {
-    let mut child = Command::new(tool(name))
-        .args(args)
-        .env("PATH", path_with_tools())
-        .env("DRUMS_OWNER", std::process::id().to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
-    text(&o.stdout)
-}
-
 fn in_cgroups(pid: i32, sec: &serde_json::Value) -> Result<(), String> {
     let pc = proc_cgroup(pid);
     for (ctrl, p) in sec["proc_paths"].as_object().unwrap() {
@@ -459,20 +443,20 @@ fn restore_path_siblings_in_their_own_cgroups() {
         .unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     guard.0.push(text(&o.stdout).trim().to_string());
-    let src = run_owned("drums-cgroup", &["create", "--cpus", "2", "--memory", "4G", "--pids", "4096"], &text(&o.stdout));
+    let src = run_ok("drums-cgroup", &["create", "--cpus", "2", "--memory", "4G", "--pids", "4096"], &text(&o.stdout));
     guard.0[0] = src.trim().to_string();
     let src_v: serde_json::Value = serde_json::from_str(src.trim()).unwrap();
     let src_id = src_v["id"].as_str().unwrap().to_string();
-    let x: serde_json::Value = serde_json::from_str(run_owned("drums-cgroup", &["watch", "--samples", "1"], &src).trim()).unwrap();
+    let x: serde_json::Value = serde_json::from_str(run_ok("drums-cgroup", &["watch", "--samples", "1"], &src).trim()).unwrap();
     assert!(x["memory_current_bytes"].as_u64().is_some() && x["cpu_usage_ns"].as_u64().is_some(), "cold arm: {x}");
 
-    let ckpt = run_owned("drums-ckpt", &[], &src);
+    let ckpt = run_ok("drums-ckpt", &[], &src);
     let ckpt_v: serde_json::Value = serde_json::from_str(ckpt.trim()).unwrap();
     for m in drums::destroy::cgroup_mounts() {
         assert!(!m.join(drums::cgroup::PARENT).join(&src_id).exists(), "the destroyed source's cgroup in {} is left", m.display());
     }
 
-    let out = run_owned("drums-restore", &["--count", "2", "--cgroup", "1.5,1G,512"], &ckpt);
+    let out = run_ok("drums-restore", &["--count", "2", "--cgroup", "1.5,1G,512"], &ckpt);
     let sibs: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     guard.0.extend(out.lines().map(str::to_string));
     assert_eq!(sibs.len(), 2);
@@ -490,7 +474,7 @@ fn restore_path_siblings_in_their_own_cgroups() {
                 assert!(!proc_cgroup(p).contains(&src_id), "{p} in the source's cgroups");
             }
         }
-        let x: serde_json::Value = serde_json::from_str(run_owned("drums-cgroup", &["watch", "--samples", "1"], &s.to_string()).trim()).unwrap();
+        let x: serde_json::Value = serde_json::from_str(run_ok("drums-cgroup", &["watch", "--samples", "1"], &s.to_string()).trim()).unwrap();
         eprintln!("restored sibling sample: {x}");
         assert!(x["memory_peak_bytes"].as_u64().unwrap() > 10 << 20, "restore arm: the restored memory is charged to the sibling: {x}");
         assert!(x["cpu_usage_ns"].as_u64().is_some(), "{x}");

@@ -18,25 +18,6 @@ fn owner() -> String {
     std::process::id().to_string()
 }
 
-fn run_ok(name: &str, args: &[&str], stdin: &str) -> String {
-    let mut child = Command::new(tool(name))
-        .args(args)
-        .env("PATH", path_with_tools())
-        .env("DRUMS_OWNER", owner())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    }
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
-    text(&o.stdout)
-}
-
 fn cold(guard: &mut Sessions) -> Value {
     let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner()).output().unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));

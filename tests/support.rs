@@ -49,6 +49,27 @@ pub fn run(name: &str, args: &[&str], stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Run a tool with `stdin` as input, owned by this test process (DRUMS_OWNER), and insist that it succeeds;
+/// its standard output.
+pub fn run_ok(name: &str, args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new(tool(name))
+        .args(args)
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
