@@ -368,7 +368,7 @@ fn wait_code(pid: i32) -> i32 {
 
 /// The host PID of the process that has `ns_pid` in the PID namespace `pidns`.
 pub fn host_pid_of(pidns: u64, ns_pid: i32) -> Option<i32> {
-    crate::proc::pids_in_pidns(pidns).into_iter().find(|&p| crate::proc::ns_pid(p) == Some(ns_pid))
+    crate::proc::host_pids_by_ns_pid(pidns).get(&ns_pid).copied()
 }
 
 unsafe fn exec_child(args: &[CString], env: &[CString], log: Option<&CString>, cwd: &CString, detach: bool, ids: Option<(u32, u32)>) -> ! {

@@ -53,6 +53,12 @@ pub fn pids_in_pidns(pidns: u64) -> Vec<i32> {
     out
 }
 
+/// Host PID by PID inside the namespace, for every process of the PID namespace `pidns`: one scan of /proc
+/// for a whole session.
+pub fn host_pids_by_ns_pid(pidns: u64) -> std::collections::HashMap<i32, i32> {
+    pids_in_pidns(pidns).into_iter().filter_map(|p| Some((ns_pid(p)?, p))).collect()
+}
+
 /// The PID of a host process as seen inside its innermost PID namespace (last NSpid entry).
 pub fn ns_pid(host_pid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;

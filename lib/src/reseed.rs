@@ -119,7 +119,7 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
 
     let t = Instant::now();
     let pids = crate::proc::pids_in_pidns(ns.inodes.pid);
-    let by_ns_pid: HashMap<i32, i32> = pids.iter().filter_map(|&p| Some((crate::proc::ns_pid(p)?, p))).collect();
+    let by_ns_pid = crate::proc::host_pids_by_ns_pid(ns.inodes.pid);
     let mut wiped_ranges = 0;
     let mut wiped = std::collections::BTreeSet::new();
     if let Some(c) = &checkpoint {

@@ -168,8 +168,9 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     if desktop.guest_url.is_some() {
         desktop.guest_url = Some(format!("http://{}:{}", s.net()?.session_addr, crate::desktop::GUEST_PORT));
     }
+    let host_pids = crate::proc::host_pids_by_ns_pid(inodes.pid);
     for p in &mut desktop.processes {
-        p.host_pid = crate::ns::host_pid_of(inodes.pid, p.pid).unwrap_or(-1);
+        p.host_pid = host_pids.get(&p.pid).copied().unwrap_or(-1);
     }
     s.ns = Some(Namespaces { init_pid, init_start_time: init_start, hostname: c.source.hostname.clone(), inodes });
     s.desktop = Some(desktop);
