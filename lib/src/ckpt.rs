@@ -160,11 +160,13 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     std::fs::create_dir_all(&layer).ctx("create directory", &layer)?;
     let wipe = wipe_ranges(session)?;
     // The upper directory is copied by CRIU's post-dump action, while the session is still frozen, so
-    // the layer matches the memory image exactly even when the session keeps running.
+    // the layer matches the memory image exactly even when the session keeps running. The copy dies with
+    // CRIU (which dies with this tool): a copy outliving a killed dump would keep writing into the
+    // directory the sweep is removing.
     let script = dir.join("post-dump.sh");
     std::fs::write(
         &script,
-        format!("#!/bin/sh\n# CRIU action script: copy the session's upper layer while its processes are frozen.\n[ \"$CRTOOLS_SCRIPT_ACTION\" = post-dump ] || exit 0\nexec cp -a '{}/.' '{}/'\n", upper.display(), layer.display()),
+        format!("#!/bin/sh\n# CRIU action script: copy the session's upper layer while its processes are frozen.\n[ \"$CRTOOLS_SCRIPT_ACTION\" = post-dump ] || exit 0\nexec setpriv --pdeathsig KILL cp -a '{}/.' '{}/'\n", upper.display(), layer.display()),
     )
     .ctx("write", &script)?;
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ctx("chmod", &script)?;

@@ -117,12 +117,18 @@ pub fn remove_tree(path: &Path) -> Result<bool, String> {
     if let Some(m) = mounts_below(path).map_err(|e| format!("/proc/self/mountinfo: {e}"))?.first() {
         return Err(format!("{}: still mounted below it ({}): not removed", path.display(), m.mount_point.display()));
     }
-    // remove_dir_all does not follow symbolic links, so a link inside cannot lead it out.
-    let r = if meta.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
-    match r {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(format!("{}: remove: {e}", path.display())),
+    // A writer killed a moment ago (a dump's copy, CRIU itself) may still add a file while the tree goes:
+    // the removal is retried for a short while before "not empty" is reported.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        // remove_dir_all does not follow symbolic links, so a link inside cannot lead it out.
+        let r = if meta.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+        match r {
+            Ok(()) => return Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("{}: remove: {e}", path.display())),
+        }
     }
 }
 
@@ -136,6 +142,29 @@ mod tests {
         assert_eq!(m.id, 36);
         assert_eq!(m.mount_point, PathBuf::from("/run/drums/a b"));
         assert_eq!(m.fstype, "tmpfs");
+    }
+
+    #[test]
+    fn a_tree_is_removed_while_a_dying_writer_still_adds_files() {
+        let root = crate::state::checkpoint_root();
+        std::fs::create_dir_all(&root).unwrap();
+        let dir = root.join(format!("{}.partial", crate::state::new_id('c')));
+        std::fs::create_dir_all(dir.join("images")).unwrap();
+        let writer_dir = dir.join("images");
+        // A writer like a just-killed CRIU: it keeps creating files for 300 ms, then stops.
+        let writer = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let mut n = 0;
+            while t0.elapsed() < Duration::from_millis(300) {
+                let _ = std::fs::write(writer_dir.join(format!("pages-{n}.img")), b"x");
+                n += 1;
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        let r = remove_tree(&dir);
+        writer.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(r, Ok(true));
     }
 
     #[test]
