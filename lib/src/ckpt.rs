@@ -37,7 +37,9 @@ pub fn dump_options() -> Vec<String> {
         "/usr/share/dbus-1",
         "--irmap-scan-path",
         "/etc/dbus-1",
-        "--tcp-established",
+        "--tcp-close",
+        "--network-lock",
+        "skip",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -174,7 +176,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     if let Some(cg) = session.section("cgroup") {
         opts.extend(crate::cgroup::criu_dump_args(cg));
     }
-    let mut cmd = Command::new(crate::criu::binary());
+    let mut cmd = crate::criu::command();
     cmd.arg("dump").arg("-t").arg(ns.init_pid.to_string()).arg("-D").arg(&images).arg("-o").arg("dump.log").args(&opts);
     cmd.arg("--action-script").arg(&script);
     if o.leave_running {

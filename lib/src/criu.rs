@@ -23,18 +23,188 @@ pub fn timeout() -> std::time::Duration {
     std::time::Duration::from_secs_f64(s)
 }
 
-/// Run a prepared CRIU command to its end, or kill it when it exceeds `timeout()`. Its output goes to
-/// its log file (-o), so nothing is read from its pipes.
-pub fn run(cmd: &mut std::process::Command) -> crate::Result<std::process::ExitStatus> {
+/// A CRIU command with what every Drums call of CRIU needs: it dies with the tool that runs it, and it
+/// finds its kernel-feature cache (see `KdatCache`). Build each call with this, then `run` it.
+pub fn command() -> std::process::Command {
     use std::os::unix::process::CommandExt;
-    use std::process::Stdio;
+    let mut cmd = std::process::Command::new(binary());
+    let cache = KdatCache::prepare();
     // CRIU must not outlive the tool that runs it unledgered: if the tool dies, so does the call in flight.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if let Some(c) = &cache {
+                c.enter();
+            }
             Ok(())
         });
     }
+    cmd
+}
+
+/// CRIU probes the kernel at every start (about 25 ms here: a socket pair, a TCP repair probe, an
+/// iptables call...) unless it finds the result in /run/criu.kdat, and it keeps that file only where /run
+/// is a tmpfs, which makes the cache die with the boot. This machine's /run is not a tmpfs. So Drums keeps
+/// the bytes itself, keyed by the boot and the CRIU binary, and runs each CRIU call in a mount namespace
+/// of its own whose /run is a fresh tmpfs holding that file, with Drums' own directories under /run bound
+/// back in. Nothing changes on the host; a cache that cannot be made or entered only costs the probe.
+struct KdatCache {
+    bytes: Vec<u8>,
+    /// Drums' roots below /run, bound back into the private /run.
+    rebind: Vec<std::ffi::CString>,
+}
+
+const RUN: &std::ffi::CStr = c"/run";
+const KDAT_FILE: &std::ffi::CStr = c"/run/criu.kdat";
+
+impl KdatCache {
+    /// The cache for this boot and CRIU binary, made now if missing. None: use CRIU as it is (/run is
+    /// already a tmpfs, the cache cannot be made, or $DRUMS_CRIU_KDAT=off).
+    fn prepare() -> Option<KdatCache> {
+        if std::env::var("DRUMS_CRIU_KDAT").is_ok_and(|v| v == "off") || run_is_tmpfs() {
+            return None;
+        }
+        let path = cache_path()?;
+        let bytes = match std::fs::read(&path) {
+            Ok(b) if !b.is_empty() => b,
+            _ => {
+                let b = generate()?;
+                let _ = std::fs::create_dir_all(path.parent()?);
+                let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+                std::fs::write(&tmp, &b).ok()?;
+                std::fs::rename(&tmp, &path).ok()?;
+                b
+            }
+        };
+        let mut rebind: Vec<std::ffi::CString> = vec![];
+        for root in [crate::state::state_root(), crate::state::checkpoint_root()] {
+            if root.starts_with("/run") && root != std::path::Path::new("/run") && !rebind.iter().any(|c| root.starts_with(c.to_str().unwrap_or(""))) {
+                let _ = std::fs::create_dir_all(&root);
+                rebind.push(std::ffi::CString::new(root.as_os_str().as_encoded_bytes()).ok()?);
+            }
+        }
+        Some(KdatCache { bytes, rebind })
+    }
+
+    /// In the child, before exec: a private mount namespace whose /run is a tmpfs with the cache in it.
+    /// Only raw system calls (this runs between fork and exec). Any failure leaves CRIU without the cache
+    /// but otherwise as it was: the tmpfs is detached again if a root cannot be bound back.
+    fn enter(&self) {
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return;
+            }
+            // Nothing mounted here reaches the host; the host's later mounts still reach CRIU.
+            if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) != 0 {
+                return;
+            }
+            // Each root is opened before the tmpfs hides it, then bound back from that descriptor (a bind
+            // source must belong to this namespace, so it is opened here, not in the tool).
+            let mut fds = [-1i32; 4];
+            for (i, path) in self.rebind.iter().enumerate().take(fds.len()) {
+                fds[i] = libc::open(path.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+                if fds[i] < 0 {
+                    return;
+                }
+            }
+            if libc::mount(c"tmpfs".as_ptr(), RUN.as_ptr(), c"tmpfs".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=0755,size=1m".as_ptr().cast()) != 0 {
+                return;
+            }
+            for (path, fd) in self.rebind.iter().zip(fds) {
+                let mut proc_fd = [0u8; 32];
+                fd_path(fd, &mut proc_fd);
+                if mkdir_p(path) != 0 || libc::mount(proc_fd.as_ptr().cast(), path.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
+                    libc::umount2(RUN.as_ptr(), libc::MNT_DETACH);
+                    return;
+                }
+                libc::close(fd);
+            }
+            let f = libc::open(KDAT_FILE.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o600);
+            if f >= 0 {
+                libc::write(f, self.bytes.as_ptr().cast(), self.bytes.len());
+                libc::close(f);
+            }
+        }
+    }
+}
+
+/// "/proc/self/fd/N\0" into `buf`, without allocating; returns its length with the NUL.
+fn fd_path(fd: i32, buf: &mut [u8; 32]) -> usize {
+    let prefix = b"/proc/self/fd/";
+    buf[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 10];
+    let (mut n, mut v) = (0, fd.max(0) as u32);
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in 0..n {
+        buf[prefix.len() + i] = digits[n - 1 - i];
+    }
+    buf[prefix.len() + n] = 0;
+    prefix.len() + n + 1
+}
+
+/// mkdir -p of an absolute path inside the private /run, without allocating. 0 on success.
+unsafe fn mkdir_p(path: &std::ffi::CStr) -> i32 {
+    let bytes = path.to_bytes();
+    let mut buf = [0u8; 4096];
+    if bytes.len() >= buf.len() {
+        return -1;
+    }
+    for i in 1..=bytes.len() {
+        if i == bytes.len() || bytes[i] == b'/' {
+            buf[..i].copy_from_slice(&bytes[..i]);
+            buf[i] = 0;
+            if libc::mkdir(buf.as_ptr().cast(), 0o755) != 0 && *libc::__errno_location() != libc::EEXIST {
+                return -1;
+            }
+        }
+    }
+    0
+}
+
+fn run_is_tmpfs() -> bool {
+    nix::sys::statfs::statfs("/run").is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+}
+
+/// `<state root>/criu/kdat-<boot id>-<binary size>-<binary mtime>`: a new boot or another CRIU never
+/// reads an old cache.
+fn cache_path() -> Option<PathBuf> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let bin = binary();
+    let bin = if bin.is_absolute() { bin } else { which(&bin)? };
+    // The private install is a wrapper script: its identity is the real binary's.
+    let real = bin.parent().and_then(|p| p.parent()).map(|p| p.join("root/usr/sbin/criu")).filter(|p| p.exists()).unwrap_or(bin);
+    let m = std::fs::metadata(&real).ok()?;
+    use std::os::unix::fs::MetadataExt;
+    Some(crate::state::state_root().join("criu").join(format!("kdat-{}-{}-{}", boot.trim(), m.size(), m.mtime())))
+}
+
+fn which(name: &std::path::Path) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(name)).find(|c| c.is_file()))
+}
+
+/// Let CRIU write its cache into a private tmpfs /run (`criu check` probes everything), and read it back.
+fn generate() -> Option<Vec<u8>> {
+    let o = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "slave", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /run && \"$0\" check >/dev/null 2>&1; cat /run/criu.kdat"])
+        .arg(binary())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    (!o.stdout.is_empty()).then_some(o.stdout)
+}
+
+/// Run a CRIU command made by `command()` to its end, or kill it when it exceeds `timeout()`. Its
+/// output goes to its log file (-o), so nothing is read from its pipes.
+pub fn run(cmd: &mut std::process::Command) -> crate::Result<std::process::ExitStatus> {
+    use std::process::Stdio;
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())

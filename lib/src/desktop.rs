@@ -44,7 +44,7 @@ pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
         "--disable-gpu",
         // Hides the "unsupported command-line flag: --no-sandbox" bar that would cover the page.
         "--test-type",
-        "--user-data-dir=/tmp/drums/chromium",
+        "--user-data-dir=/var/cache/drums/chromium",
         "--remote-debugging-address=127.0.0.1",
         // Only the page's renderer may exist at checkpoint time: a spare renderer would carry a cloned V8
         // state that a later navigation reuses.

@@ -7,7 +7,6 @@ use crate::ledger::{Ledger, Resource};
 use crate::record::{Checkpoint, Namespaces, Session};
 use serde::Serialize;
 use std::os::unix::process::CommandExt;
-use std::process::Command;
 use std::time::Instant;
 
 pub struct RestoreOptions {
@@ -117,7 +116,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     opts.extend(crate::cgroup::criu_restore_args(s.section("cgroup").unwrap_or(&serde_json::Value::Null)));
     let hook = write_ledger_hook(&s.state_dir)?;
     opts.extend(["--action-script".to_string(), hook.display().to_string()]);
-    let mut cmd = Command::new(crate::criu::binary());
+    let mut cmd = crate::criu::command();
     cmd.arg("restore").arg("-D").arg(&c.images).arg("-W").arg(&s.state_dir).arg("-o").arg("restore.log").arg("--pidfile").arg(&pidfile).args(&opts);
     let ksm = o.ksm;
     // CRIU runs inside the sibling's cgroups when it has them, so the memory it restores is charged there
