@@ -89,42 +89,27 @@ async fn link_index(h: &rtnetlink::Handle, name: &str) -> Result<Option<u32>> {
     }
 }
 
-/// Create the veth pair for `slot`, move its peer into the network namespace of `init_pid`, address and
-/// raise the host end. The host end must already be in the ledger.
-pub fn create_veth(slot: u32, init_pid: i32) -> Result<(String, String)> {
+/// Create the veth pair for `slot` with its peer born in the network namespace of `init_pid` as `eth0`
+/// with `mac` (a peer created in the root namespace and moved there costs a network synchronisation,
+/// 10-20 ms here), then address and raise the host end. The host end must already be in the ledger.
+/// The session end is addressed by `configure_session_end`. Returns the host end's name.
+pub fn create_veth(slot: u32, init_pid: i32, mac: &str) -> Result<String> {
+    use rtnetlink::packet_route::link::{InfoData, InfoVeth};
     let host_if = host_if_name(slot);
-    let peer = format!("{host_if}p");
     let (host_addr, _) = slot_addrs(slot);
+    let mac = parse_mac(mac)?;
+    let peer = rtnetlink::LinkMessageBuilder::<LinkUnspec>::new().name(SESSION_IF.to_string()).address(mac).setns_by_pid(init_pid as u32).build();
     runtime()?.block_on(async {
         let (conn, h, _) = rtnetlink::new_connection().map_err(|e| Error::failed(format!("netlink socket: {e}")))?;
         tokio::spawn(conn);
-        h.link().add(LinkVeth::new(&host_if, &peer).build()).execute().await.map_err(|e| nl_err(&format!("create veth {host_if}"), e))?;
-        let peer_idx = link_index(&h, &peer).await?.ok_or_else(|| Error::failed(format!("veth peer {peer} vanished")))?;
-        h.link()
-            .set(LinkUnspec::new_with_index(peer_idx).setns_by_pid(init_pid as u32).build())
-            .execute()
-            .await
-            .map_err(|e| nl_err(&format!("move {peer} into the session"), e))?;
+        let pair = LinkVeth::new(&host_if, SESSION_IF).set_info_data(InfoData::Veth(InfoVeth::Peer(peer))).build();
+        h.link().add(pair).execute().await.map_err(|e| nl_err(&format!("create veth {host_if}"), e))?;
         let idx = link_index(&h, &host_if).await?.ok_or_else(|| Error::failed(format!("veth {host_if} vanished")))?;
         h.address().add(idx, host_addr.into(), PREFIX_LEN).execute().await.map_err(|e| nl_err(&format!("address {host_if}"), e))?;
         h.link().set(LinkUnspec::new_with_index(idx).up().build()).execute().await.map_err(|e| nl_err(&format!("raise {host_if}"), e))?;
         Ok::<_, Error>(())
     })?;
-    Ok((host_if, peer))
-}
-
-/// Address and raise the host end of a veth that CRIU created at restore.
-pub fn address_host_end(slot: u32) -> Result<()> {
-    let host_if = host_if_name(slot);
-    let (host_addr, _) = slot_addrs(slot);
-    runtime()?.block_on(async {
-        let (conn, h, _) = rtnetlink::new_connection().map_err(|e| Error::failed(format!("netlink socket: {e}")))?;
-        tokio::spawn(conn);
-        let idx = link_index(&h, &host_if).await?.ok_or_else(|| Error::failed(format!("veth {host_if} does not exist")))?;
-        h.address().add(idx, host_addr.into(), PREFIX_LEN).replace().execute().await.map_err(|e| nl_err(&format!("address {host_if}"), e))?;
-        h.link().set(LinkUnspec::new_with_index(idx).up().build()).execute().await.map_err(|e| nl_err(&format!("raise {host_if}"), e))?;
-        Ok(())
-    })
+    Ok(host_if)
 }
 
 /// Inside the session's network namespace (entered by a dedicated thread, since setns changes only the

@@ -86,8 +86,8 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
             ledger.create_res(Resource::Process { pid: init_pid, start_time: init_start, role: "init".into(), init: true })?;
 
             let mac = crate::net::random_mac();
-            let (_, peer) = crate::net::create_veth(slot, init_pid)?;
-            crate::net::configure_session_end(init_pid, &peer, slot, Some(&mac))?;
+            crate::net::create_veth(slot, init_pid, &mac)?;
+            crate::net::configure_session_end(init_pid, crate::net::SESSION_IF, slot, None)?;
 
             let cfg = InitConfig { merged, hostname: hostname.clone(), exe, session: session.id.clone() };
             let mut go = std::fs::File::from(go_w);

@@ -41,7 +41,10 @@ pub struct RestoreSection {
 }
 
 pub fn restore_options() -> Vec<String> {
-    ["--file-locks", "--tcp-close", "--restore-detached"].iter().map(|s| s.to_string()).collect()
+    // --empty-ns net: CRIU makes the sibling's network namespace but restores nothing into it; the action
+    // script builds it (veth, addresses, lo) before any socket is restored. CRIU's own way ran `ip` five
+    // times and iptables-restore twice (about 20 ms), then had to be re-addressed anyway.
+    ["--file-locks", "--tcp-close", "--restore-detached", "--empty-ns", "net"].iter().map(|s| s.to_string()).collect()
 }
 
 /// Restore one sibling. On failure everything it made is destroyed before the error is returned.
@@ -110,11 +113,12 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let t = Instant::now();
     let pidfile = s.state_dir.join("init.pid");
     let mut opts = restore_options();
-    opts.extend(["--root".to_string(), merged.display().to_string(), "--external".into(), format!("veth[eth0]:{host_if}")]);
+    opts.extend(["--root".to_string(), merged.display().to_string()]);
     // Always: without a section this says --manage-cgroups=ignore, else CRIU would put a sibling of a
     // source that had cgroups back into (and recreate) the source's cgroups.
     opts.extend(crate::cgroup::criu_restore_args(s.section("cgroup").unwrap_or(&serde_json::Value::Null)));
-    let hook = write_ledger_hook(&s.state_dir)?;
+    // The MAC stays the source's until drums-reseed: a restore without hygiene is a clone, visibly.
+    let hook = write_ledger_hook(&s.state_dir, slot, &c.source.session_mac)?;
     opts.extend(["--action-script".to_string(), hook.display().to_string()]);
     let mut cmd = crate::criu::command();
     cmd.arg("restore").arg("-D").arg(&c.images).arg("-W").arg(&s.state_dir).arg("-o").arg("restore.log").arg("--pidfile").arg(&pidfile).args(&opts);
@@ -155,12 +159,8 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let init_pid: i32 = pid_text.trim().parse().map_err(|_| Error::failed(format!("criu restore wrote no pid to {}", pidfile.display())))?;
     let init_start = crate::proc::start_time(init_pid).ok_or_else(|| Error::failed("the restored init vanished"))?;
 
-    let t = Instant::now();
-    crate::net::address_host_end(slot)?;
-    // The MAC stays the source's until drums-reseed: a restore without hygiene is a clone, visibly.
-    crate::net::configure_session_end(init_pid, crate::net::SESSION_IF, slot, None)?;
+    let network_s = read_network_s(&s.state_dir)?;
     s.net = Some(crate::net::net_record(slot, &c.source.session_mac));
-    let network_s = t.elapsed().as_secs_f64();
 
     let inodes = crate::ns::inodes(init_pid)?;
     let mut desktop = c.source.desktop.clone();
@@ -193,16 +193,17 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
 }
 
 /// CRIU's action script for a restore: at `setup-namespaces` the restored tree's init exists (the PID 1 of
-/// its new PID namespace, in CRTOOLS_INIT_PID) but nothing runs yet; the script ledgers it then, so a
-/// restore killed midway (CRIU dies with drums-restore, leaving its half-restored tasks waiting forever)
-/// is destroyed with everything it made: killing the init ends the whole namespace.
-fn write_ledger_hook(state_dir: &std::path::Path) -> Result<std::path::PathBuf> {
+/// its new PID namespace, in CRTOOLS_INIT_PID) but nothing runs yet and no socket is restored. The script
+/// ledgers the init then, so a restore killed midway (CRIU dies with drums-restore, leaving its
+/// half-restored tasks waiting forever) is destroyed with everything it made (killing the init ends the
+/// whole namespace), and builds the sibling's network in its empty network namespace.
+fn write_ledger_hook(state_dir: &std::path::Path, slot: u32, mac: &str) -> Result<std::path::PathBuf> {
     let me = std::env::current_exe().map_err(|e| Error::failed(format!("find own executable: {e}")))?;
     let hook = state_dir.join("criu-hook.sh");
     std::fs::write(
         &hook,
         format!(
-            "#!/bin/sh\n# CRIU action script written by drums-restore: ledger the restored init as soon as it exists.\n[ \"$CRTOOLS_SCRIPT_ACTION\" = setup-namespaces ] || exit 0\nexec '{}' --ledger-init \"$CRTOOLS_INIT_PID\" --state-dir '{}'\n",
+            "#!/bin/sh\n# CRIU action script written by drums-restore: ledger the restored init as soon as it exists, build its network.\n[ \"$CRTOOLS_SCRIPT_ACTION\" = setup-namespaces ] || exit 0\nexec '{}' --ledger-init \"$CRTOOLS_INIT_PID\" --state-dir '{}' --net-slot {slot} --net-mac '{mac}'\n",
             me.display(),
             state_dir.display()
         ),
@@ -212,15 +213,34 @@ fn write_ledger_hook(state_dir: &std::path::Path) -> Result<std::path::PathBuf> 
     Ok(hook)
 }
 
-/// The other half of `write_ledger_hook`: append the restored init to the sibling's ledger.
-pub fn ledger_init(state_dir: &std::path::Path, pid: i32) -> Result<()> {
+const NETWORK_TIME_FILE: &str = "network_s";
+
+/// The other half of `write_ledger_hook`: append the restored init to the sibling's ledger, then (when
+/// `net` is given) create its veth (the link is already in the ledger), address both ends, raise eth0 and
+/// lo, and leave the time it took in the state directory for the record.
+pub fn ledger_init(state_dir: &std::path::Path, pid: i32, net: Option<(u32, &str)>) -> Result<()> {
     let id = state_dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     if crate::state::check_id(id).is_err() || crate::state::session_dir(id) != state_dir {
         return Err(Error::bad_input(format!("{} is not a session state directory", state_dir.display())));
     }
     let ledger = Ledger::open(state_dir)?;
     let start = crate::proc::start_time(pid).ok_or_else(|| Error::failed(format!("restored init {pid} is gone")))?;
-    ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })
+    ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })?;
+    if let Some((slot, mac)) = net {
+        let t = Instant::now();
+        crate::net::create_veth(slot, pid, mac)?;
+        crate::net::configure_session_end(pid, crate::net::SESSION_IF, slot, None)?;
+        let path = state_dir.join(NETWORK_TIME_FILE);
+        std::fs::write(&path, t.elapsed().as_secs_f64().to_string()).ctx("write", &path)?;
+    }
+    Ok(())
+}
+
+fn read_network_s(state_dir: &std::path::Path) -> Result<f64> {
+    let path = state_dir.join(NETWORK_TIME_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::failed(format!("CRIU's action script did not build the network ({}: {e})", path.display())))?;
+    let _ = std::fs::remove_file(&path);
+    text.trim().parse().map_err(|_| Error::failed(format!("{}: not a number of seconds", path.display())))
 }
 
 /// Check the images directory exists before any sibling is started.

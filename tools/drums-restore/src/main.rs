@@ -35,12 +35,18 @@ struct Args {
     ledger_init: Option<i32>,
     #[arg(long, hide = true)]
     state_dir: Option<PathBuf>,
+    /// With --ledger-init: build the sibling's network for this address slot (not for use by hand).
+    #[arg(long, hide = true, requires = "net_mac")]
+    net_slot: Option<u32>,
+    #[arg(long, hide = true)]
+    net_mac: Option<String>,
 }
 
 fn main() {
     cli::run("drums-restore", |a: Args| {
         if let (Some(pid), Some(dir)) = (a.ledger_init, &a.state_dir) {
-            return drums::restore::ledger_init(dir, pid);
+            let net = a.net_slot.zip(a.net_mac.as_deref());
+            return drums::restore::ledger_init(dir, pid, net);
         }
         let c = match &a.checkpoint {
             Some(id) => drums::ckpt::load(id)?,
