@@ -69,6 +69,30 @@ fn wrong_version_and_missing_fields_are_named() {
     }
 }
 
+/// A tool whose work is all in subcommands refuses to run without one, at once: it does not wait for a
+/// record on a standard input that is left open (a terminal, say).
+#[test]
+fn no_subcommand_is_a_usage_error_without_reading_stdin() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    for t in ["drums-ns", "drums-overlay", "drums-desktop", "drums-cgroup"] {
+        let mut child = Command::new(tool(t)).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        // Held open, never written: a tool reading stdin would block until the deadline.
+        let stdin = child.stdin.take();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{t} with no subcommand waited on stdin");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(stdin);
+        assert_json_error(t, &child.wait_with_output().unwrap(), 2, "usage");
+    }
+}
+
 /// (tool, arguments) of every command that reads session or checkpoint records on stdin.
 fn record_readers() -> Vec<(&'static str, &'static [&'static str])> {
     let spec = std::fs::read_to_string(repo_root().join("tests/record-readers.txt")).unwrap();
