@@ -69,6 +69,22 @@ fn wrong_version_and_missing_fields_are_named() {
     }
 }
 
+/// Input that is not there or not text is bad input too, not a failure of the tool.
+#[test]
+fn a_missing_input_file_and_non_utf8_input_are_bad_input() {
+    for (t, args) in record_readers() {
+        // Every record reader takes its records from a file argument as well, except `drums-ns exec`.
+        if args.contains(&"exec") {
+            continue;
+        }
+        let mut with_file: Vec<&str> = args.to_vec();
+        with_file.push("/nonexistent/records.jsonl");
+        assert_json_error(t, &run(t, &with_file, ""), 3, "bad_input");
+        let o = run_bytes(t, args, b"{\"drums\":1,\"type\":\"session\",\"id\":\"d-\xff\"}\n");
+        assert_json_error(t, &o, 3, "bad_input");
+    }
+}
+
 /// A tool whose work is all in subcommands refuses to run without one, at once: it does not wait for a
 /// record on a standard input that is left open (a terminal, say).
 #[test]
@@ -91,6 +107,15 @@ fn no_subcommand_is_a_usage_error_without_reading_stdin() {
         drop(stdin);
         assert_json_error(t, &child.wait_with_output().unwrap(), 2, "usage");
     }
+}
+
+/// Run a tool with raw bytes on stdin.
+fn run_bytes(t: &str, args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(tool(t)).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let _ = child.stdin.take().unwrap().write_all(input);
+    child.wait_with_output().unwrap()
 }
 
 /// (tool, arguments) of every command that reads session or checkpoint records on stdin.
