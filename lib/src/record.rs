@@ -73,8 +73,10 @@ pub struct SessionProcess {
     pub role: String,
     /// PID inside the session's PID namespace.
     pub pid: i32,
-    /// PID as seen from the host, at the time it was recorded.
-    pub host_pid: i32,
+    /// PID as seen from the host, at the time it was recorded; null when it could not be found (the
+    /// process had already exited, or a restore did not bring it back).
+    #[serde(default)]
+    pub host_pid: Option<i32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
