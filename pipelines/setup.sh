@@ -5,9 +5,16 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 log() { printf 'setup: %s\n' "$*" >&2; }
 [ "$(id -u)" = 0 ] || { echo "setup: run as root" >&2; exit 4; }
+# The tools are built here, and Debian 12's own Rust is older than the workspace's rust-version: checked
+# first, so that a machine without a toolchain is told so before anything is installed.
+need_rust="setup: a Rust toolchain >= 1.85 is needed on PATH (install one with rustup)"
+command -v cargo >/dev/null 2>&1 || { echo "$need_rust; cargo was not found" >&2; exit 4; }
+cargo_version=$(cargo --version | awk '{print $2}')
+[ "$(printf '%s\n' 1.85 "$cargo_version" | sort -V | head -n1)" = 1.85 ] \
+  || { echo "$need_rust; cargo is $cargo_version" >&2; exit 4; }
 
 packages=(xvfb openbox dbus dbus-x11 at-spi2-core chromium x11-utils x11-xserver-utils iproute2 iptables nftables
-  python3 python3-xlib python3-pil python3-tk python3-pip python3-venv python3-pyatspi python3-numpy sudo mandoc jq curl procps psmisc
+  python3 python3-xlib python3-pil python3-tk python3-pip python3-venv python3-pyatspi python3-numpy sudo mandoc man-db jq curl procps psmisc
   busybox-static cpio qemu-system-x86 binutils fonts-dejavu-core openssl xdg-utils)
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done

@@ -137,7 +137,7 @@ fn detach(rec: &Value, script: &str) -> i32 {
     let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", id_of(rec), "--", "sh", "-c", script]).output().unwrap();
     assert!(o.status.success(), "{script}: {}", text(&o.stderr));
     let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
-    v["host_pid"].as_i64().unwrap() as i32
+    v["host_pid"].as_i64().unwrap_or_else(|| panic!("{script}: no host pid in {v}")) as i32
 }
 
 /// Nothing of these sessions is left: no live process in their PID namespaces, and no mount, link, cgroup

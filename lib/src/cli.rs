@@ -1,7 +1,7 @@
 //! What makes every tool behave alike: argument parsing, reading and writing records, errors on stderr
 //! as one JSON object, exit codes, progress lines.
 
-use crate::error::{exit, Error, IoContext, Result};
+use crate::error::{exit, Error, Result};
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -35,24 +35,35 @@ pub fn report(tool: &str, e: &Error) -> i32 {
 
 /// Read JSON lines from a file argument or stdin ("-" or None), skipping blank lines.
 pub fn read_lines(input: Option<&Path>) -> Result<Vec<String>> {
-    let mut lines = vec![];
-    let mut push = |r: &mut dyn BufRead, name: &str| -> Result<()> {
-        for l in r.lines() {
-            let l = l.ctx("read", name)?;
-            if !l.trim().is_empty() {
-                lines.push(l);
-            }
-        }
-        Ok(())
-    };
     match input {
         Some(p) if p != Path::new("-") => {
-            let f = std::fs::File::open(p).ctx("open", p)?;
-            push(&mut std::io::BufReader::new(f), &p.display().to_string())?;
+            let f = std::fs::File::open(p).map_err(|e| input_error("open", &p.display().to_string(), e))?;
+            lines_of(std::io::BufReader::new(f), &p.display().to_string())
         }
-        _ => push(&mut std::io::stdin().lock(), "stdin")?,
+        _ => lines_of(std::io::stdin().lock(), "stdin"),
+    }
+}
+
+fn lines_of(r: impl BufRead, name: &str) -> Result<Vec<String>> {
+    let mut lines = vec![];
+    for (i, l) in r.lines().enumerate() {
+        let l = l.map_err(|e| input_error("read", &format!("{name}: line {}", i + 1), e))?;
+        if !l.trim().is_empty() {
+            lines.push(l);
+        }
     }
     Ok(lines)
+}
+
+/// An input that does not exist, is a directory or is not text is the caller's mistake (bad input, and
+/// nothing was done); any other I/O error is a failure of this machine.
+fn input_error(what: &str, name: &str, e: std::io::Error) -> Error {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => Error::bad_input(format!("{name}: no such input file")),
+        std::io::ErrorKind::InvalidData => Error::bad_input(format!("{name}: not UTF-8 text (records are JSON Lines)")),
+        _ if e.raw_os_error() == Some(libc::EISDIR) => Error::bad_input(format!("{name}: a directory, not a file of records")),
+        _ => Error::io(what, name, e),
+    }
 }
 
 /// Read session records, refusing the whole input if any line is bad (nothing is acted on).
@@ -125,4 +136,21 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
         _ => (s, 1),
     };
     num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)).ok_or_else(|| format!("`{s}` is not a size (like 512M or 4G)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exit_of(r: Result<Vec<String>>) -> i32 {
+        r.expect_err("an error").exit_code()
+    }
+
+    #[test]
+    fn input_that_is_not_text_or_not_there_is_bad_input() {
+        assert_eq!(exit_of(lines_of(&b"{\"drums\":1}\n\xff\xfe\n"[..], "stdin")), exit::BAD_INPUT);
+        assert_eq!(exit_of(read_lines(Some(Path::new("/nonexistent/records.jsonl")))), exit::BAD_INPUT);
+        assert_eq!(exit_of(read_lines(Some(Path::new("/")))), exit::BAD_INPUT);
+        assert_eq!(lines_of(&b"a\n\n  \nb\n"[..], "stdin").unwrap(), vec!["a", "b"], "blank lines are skipped");
+    }
 }

@@ -119,9 +119,35 @@ impl DestroyReport {
     }
 }
 
+/// Refuse any directory but a session's own state directory, `$DRUMS_STATE_DIR/sessions/<session id>`.
+/// A directory without a ledger is removed whole, so being merely below a Drums root is not enough: the
+/// sessions root, the slots directory or a checkpoint would go with everything in it.
+pub fn check_state_dir(state_dir: &Path) -> Result<()> {
+    let bad = |m: String| Error::bad_field("state_dir", m);
+    session_id_of(state_dir, &crate::state::sessions_root()).map_err(bad)?;
+    // The parents may still be symbolic links leading out of the state root.
+    fsops::confined(state_dir).map_err(bad)?;
+    match std::fs::symlink_metadata(state_dir) {
+        Ok(m) if !m.is_dir() => Err(bad(format!("{} is not a directory (a symbolic link or a file): refused", state_dir.display()))),
+        _ => Ok(()),
+    }
+}
+
+/// The session id that names `dir`, when `dir` is exactly `<sessions_root>/<id>`, judged on the words of
+/// the path (a `..` anywhere never matches).
+fn session_id_of<'a>(dir: &'a Path, sessions_root: &Path) -> Result<&'a str, String> {
+    let refused = || format!("{} is not a session's state directory ({}/<session id>): refused", dir.display(), sessions_root.display());
+    if dir.parent() != Some(sessions_root) || dir.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(refused());
+    }
+    let id = dir.file_name().and_then(|n| n.to_str()).ok_or_else(refused)?;
+    crate::state::check_id(id).map_err(|m| format!("{}: {m}", refused()))?;
+    Ok(id)
+}
+
 /// Destroy the session whose state directory is `state_dir`, from its ledger alone.
 pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport> {
-    fsops::confined(state_dir).map_err(|m| Error::bad_field("state_dir", m))?;
+    check_state_dir(state_dir)?;
     let mut rep = DestroyReport::new(state_dir, opts.dry_run);
     if !state_dir.exists() {
         rep.state_dir_removed = true;
@@ -532,6 +558,36 @@ fn collect_dirs(d: &Path, out: &mut Vec<PathBuf>) {
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 collect_dirs(&e.path(), out);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_session_directory_is_a_state_directory() {
+        let root = Path::new("/run/drums/sessions");
+        assert_eq!(session_id_of(Path::new("/run/drums/sessions/d-0123abcd"), root), Ok("d-0123abcd"));
+        assert_eq!(session_id_of(Path::new("/run/drums/sessions/d-0123abcd/"), root), Ok("d-0123abcd"));
+        for refused in [
+            "/run/drums/sessions",
+            "/run/drums/sessions/",
+            "/run/drums/slots",
+            "/run/drums/slots/7",
+            "/run/drums/pools/c-0123abcd",
+            "/var/lib/drums/checkpoints/c-0123abcd",
+            "/run/drums/sessions/d-0123abcd/tmpfs",
+            "/run/drums/sessions/not-an-id",
+            "/run/drums/sessions/D-0123ABCD",
+            "/run/drums/sessions/d-",
+            "/run/drums/sessions/..",
+            "/run/drums/sessions/d-1/..",
+            "/run/drums/x/../sessions/d-1",
+            "run/drums/sessions/d-1",
+        ] {
+            assert!(session_id_of(Path::new(refused), root).is_err(), "{refused} must be refused");
         }
     }
 }

@@ -268,7 +268,8 @@ pub struct ExecOptions {
 }
 
 pub struct Spawned {
-    pub host_pid: i32,
+    /// None when the process could not be found from the host (a short command already gone).
+    pub host_pid: Option<i32>,
     pub ns_pid: i32,
     /// Exit status when not detached.
     pub status: Option<i32>,
@@ -350,7 +351,7 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
                 return Err(Error::failed(format!("could not enter session {} (exit {code})", session.id)));
             }
             let ns_pid = i32::from_le_bytes(buf);
-            let host_pid = host_pid_of(ns.inodes.pid, ns_pid).unwrap_or(-1);
+            let host_pid = host_pid_of(ns.inodes.pid, ns_pid);
             Ok(Spawned { host_pid, ns_pid, status: if opts.detach { None } else { Some(code) } })
         }
     }

@@ -73,8 +73,10 @@ pub struct SessionProcess {
     pub role: String,
     /// PID inside the session's PID namespace.
     pub pid: i32,
-    /// PID as seen from the host, at the time it was recorded.
-    pub host_pid: i32,
+    /// PID as seen from the host, at the time it was recorded; null when it could not be found (the
+    /// process had already exited, or a restore did not bring it back).
+    #[serde(default)]
+    pub host_pid: Option<i32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -250,15 +252,20 @@ pub fn parse_line(line: &str, want_type: &str) -> Result<Value> {
     Ok(v)
 }
 
-/// Deserialize a checked object into a typed record, naming the field that is missing or wrong.
+/// Deserialize a checked object into a typed record, naming the field that is missing or wrong by its
+/// whole path (`ns.init_start_time`, `desktop.processes[2].pid`), not by its last name alone.
 pub fn from_value<T: DeserializeOwned>(v: Value) -> Result<T> {
-    serde_json::from_value(v).map_err(|e| {
-        let msg = e.to_string();
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        // The path of a missing field is the object that lacks it; "." is the record itself.
+        let at = e.path().to_string();
+        let msg = e.into_inner().to_string();
+        let under = |name: &str| if at == "." { name.to_string() } else { format!("{at}.{name}") };
         if let Some(rest) = msg.strip_prefix("missing field `") {
-            let field = rest.split('`').next().unwrap_or("").to_string();
-            Error::bad_field(field, "missing")
-        } else {
+            Error::bad_field(under(rest.split('`').next().unwrap_or("")), "missing")
+        } else if at == "." {
             Error::bad_input(format!("record does not fit its type: {msg}"))
+        } else {
+            Error::bad_field(at, msg)
         }
     })
 }
@@ -340,6 +347,29 @@ mod tests {
             Err(Error::BadInput { field: Some(f), .. }) => assert_eq!(f, "created_at"),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn field_of(line: &str) -> String {
+        match Session::parse(line) {
+            Err(Error::BadInput { field: Some(f), .. }) => f,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_a_nested_field_by_its_path() {
+        let ns = r#""ns":{"init_pid":7,"hostname":"h","inodes":{"pid":1,"mnt":2,"net":3,"ipc":4,"uts":5}}"#;
+        assert_eq!(field_of(&minimal("d-abc123").replace("\"future_member\"", &format!("{ns},\"future_member\""))), "ns.init_start_time");
+        let ns = r#""ns":{"init_pid":"seven","init_start_time":1,"hostname":"h","inodes":{"pid":1,"mnt":2,"net":3,"ipc":4,"uts":5}}"#;
+        assert_eq!(field_of(&minimal("d-abc123").replace("\"future_member\"", &format!("{ns},\"future_member\""))), "ns.init_pid");
+        let ns = r#""ns":{"init_pid":7,"init_start_time":1,"hostname":"h","inodes":{"pid":1,"mnt":2,"net":3,"ipc":4}}"#;
+        assert_eq!(field_of(&minimal("d-abc123").replace("\"future_member\"", &format!("{ns},\"future_member\""))), "ns.inodes.uts");
+    }
+
+    #[test]
+    fn names_a_field_of_the_wrong_type() {
+        assert_eq!(field_of(&minimal("d-abc123").replace("\"created_at\":1.5", "\"created_at\":\"yesterday\"")), "created_at");
+        assert_eq!(field_of(&minimal("d-abc123").replace("\"pid\":1", "\"pid\":-1.5")), "owner.pid");
     }
 
     #[test]

@@ -169,7 +169,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     }
     let host_pids = crate::proc::host_pids_by_ns_pid(inodes.pid);
     for p in &mut desktop.processes {
-        p.host_pid = host_pids.get(&p.pid).copied().unwrap_or(-1);
+        p.host_pid = host_pids.get(&p.pid).copied();
     }
     s.ns = Some(Namespaces { init_pid, init_start_time: init_start, hostname: c.source.hostname.clone(), inodes });
     s.desktop = Some(desktop);

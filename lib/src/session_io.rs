@@ -22,8 +22,22 @@ pub fn save(s: &Session) -> Result<()> {
 
 /// The latest record of a live session, by id.
 pub fn load(id: &str) -> Result<Session> {
+    find(id)?.ok_or_else(|| crate::Error::bad_input(format!("{}: no such session", record_path(id).display())))
+}
+
+/// The latest record of a session, by id; `None` when the session is gone (no state directory, or no
+/// record in it), which a caller may judge otherwise than a bad id or a bad record (drums-audit: incomplete).
+pub fn find(id: &str) -> Result<Option<Session>> {
     crate::state::check_id(id).map_err(|m| crate::Error::bad_field("id", m))?;
-    let path = crate::state::session_dir(id).join(RECORD_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| crate::Error::bad_input(format!("{}: {e} (no such session?)", path.display())))?;
-    Session::parse(text.trim())
+    let path = record_path(id);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(crate::Error::bad_input(format!("{}: {e}", path.display()))),
+    };
+    Session::parse(text.trim()).map(Some)
+}
+
+fn record_path(id: &str) -> std::path::PathBuf {
+    crate::state::session_dir(id).join(RECORD_FILE)
 }

@@ -149,6 +149,11 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
         left: 0,
     };
     for dir in session_dirs() {
+        // Only a directory named like a session is one: anything else put here is not Drums' to remove.
+        if let Err(e) = super::check_state_dir(&dir) {
+            rep.sessions.push(Verdict { state_dir: dir, session: None, verdict: "kept", reason: format!("left alone: {e}") });
+            continue;
+        }
         let (verdict, reason) = judge(&dir, now, opts);
         let session = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)).ok().and_then(|c| c.owner().map(|o| o.0.to_string()));
         rep.sessions.push(Verdict { state_dir: dir.clone(), session, verdict: if verdict { "orphan" } else { "kept" }, reason });

@@ -8,8 +8,10 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(name = "drums-desktop", version = cli::VERSION_TEXT)]
 struct Args {
+    // Required: without one the tool is a usage error at once, before reading anything (a terminal on
+    // stdin would otherwise be waited on for a record).
     #[command(subcommand)]
-    cmd: Option<Cmd>,
+    cmd: Cmd,
 }
 
 #[derive(Subcommand)]
@@ -52,7 +54,7 @@ fn parse_size(s: &str) -> drums::Result<(u32, u32, u32)> {
 
 fn main() {
     cli::run("drums-desktop", |a: Args| match a.cmd {
-        Some(Cmd::Start { display, size, url, title, no_guest, no_chromium, chromium_args, input }) => {
+        Cmd::Start { display, size, url, title, no_guest, no_chromium, chromium_args, input } => {
             let (width, height, depth) = parse_size(&size)?;
             let sessions = cli::read_sessions(input.as_deref())?;
             cli::require_root()?;
@@ -62,10 +64,6 @@ fn main() {
                 drums::session_io::emit_session(&s)?;
             }
             Ok(())
-        }
-        None => {
-            let _ = cli::read_session(None)?;
-            Err(drums::Error::Usage("a subcommand is needed: start".into()))
         }
     })
 }

@@ -8,8 +8,10 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(name = "drums-ns", version = cli::VERSION_TEXT)]
 struct Args {
+    // Required: without one the tool is a usage error at once, before reading anything (a terminal on
+    // stdin would otherwise be waited on for a record).
     #[command(subcommand)]
-    cmd: Option<Cmd>,
+    cmd: Cmd,
 }
 
 #[derive(Subcommand)]
@@ -56,7 +58,7 @@ fn main() {
         drums::ns::init_main();
     }
     cli::run("drums-ns", |a: Args| match a.cmd {
-        Some(Cmd::Create { hostname, input }) => {
+        Cmd::Create { hostname, input } => {
             cli::require_root()?;
             let sessions = cli::read_sessions(input.as_deref())?;
             if hostname.is_some() && sessions.len() > 1 {
@@ -68,7 +70,7 @@ fn main() {
             }
             Ok(())
         }
-        Some(Cmd::Exec { session, detach, log, env, cwd, command }) => {
+        Cmd::Exec { session, detach, log, env, cwd, command } => {
             cli::require_root()?;
             let s = match session {
                 Some(id) => drums::session_io::load(&id)?,
@@ -86,10 +88,6 @@ fn main() {
                 std::process::exit(sp.status.unwrap_or(0))
             }
         }
-        Some(Cmd::Init { .. }) => unreachable!("handled before argument parsing"),
-        None => {
-            let _ = cli::read_session(None)?;
-            Err(drums::Error::Usage("a subcommand is needed: create or exec".into()))
-        }
+        Cmd::Init { .. } => unreachable!("handled before argument parsing"),
     })
 }

@@ -8,8 +8,10 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(name = "drums-overlay", version = cli::VERSION_TEXT)]
 struct Args {
+    // Required: without one the tool is a usage error at once, before reading anything (a terminal on
+    // stdin would otherwise be waited on for a record).
     #[command(subcommand)]
-    cmd: Option<Cmd>,
+    cmd: Cmd,
 }
 
 #[derive(Subcommand)]
@@ -41,25 +43,20 @@ fn main() {
     cli::run("drums-overlay", |a: Args| {
         cli::require_root()?;
         match a.cmd {
-            Some(Cmd::Create { mut layers, no_template, size, ttl }) => {
+            Cmd::Create { mut layers, no_template, size, ttl } => {
                 if layers.is_empty() && !no_template && std::path::Path::new(drums::overlay::DEFAULT_TEMPLATE).is_dir() {
                     layers.push(drums::overlay::DEFAULT_TEMPLATE.into());
                 }
                 let s = drums::overlay::create(&drums::overlay::OverlayOptions { layers, tmpfs_bytes: size, ttl_s: ttl })?;
                 drums::session_io::emit_session(&s)
             }
-            Some(Cmd::Remove { input }) => {
+            Cmd::Remove { input } => {
                 for mut s in cli::read_sessions(input.as_deref())? {
                     drums::overlay::remove(&s)?;
                     s.overlay = None;
                     drums::session_io::emit_session(&s)?;
                 }
                 Ok(())
-            }
-            None => {
-                // A record on stdin with no subcommand: refuse it properly rather than guess.
-                let _ = cli::read_session(None)?;
-                Err(drums::Error::Usage("a subcommand is needed: create or remove".into()))
             }
         }
     })

@@ -48,6 +48,13 @@ fn main() {
             kill_wait: Duration::from_secs(a.kill_wait),
             ..DestroyOptions::default()
         };
+        // Every directory is checked before any is acted on: exit 3 means nothing was touched.
+        for d in &a.state_dirs {
+            destroy::check_state_dir(d).map_err(|e| match e {
+                Error::BadInput { msg, field } => Error::BadInput { msg: format!("--state-dir: {msg}"), field },
+                o => o,
+            })?;
+        }
         let mut dirs: Vec<PathBuf> = a.state_dirs.clone();
         for id in &a.sessions {
             drums::state::check_id(id).map_err(|m| Error::bad_input(format!("--session: {m}")))?;
