@@ -179,7 +179,7 @@ rollout() {
   local cur=$out/tmp/lane.$b.$lane.json fresh=$out/tmp/lane.$b.$lane.fresh ckpt=$out/tmp/ckpt.$b.json
   local log=$out/logs/b${b}_r${i}.log tag="block $b $arm rollout $i"
   local t0 t1 t2 fault="" reset_kind destroy_us=null create_us=null reset_us=null setup=0 ckpt_us=null
-  local injected=false sid=null begin='{}' finish='{}' rc
+  local injected=false sid=null begin='{}' finish='{}' rc ckpt_made=false
   : > "$log"
   now t0
   # 1. Reset: the fresh session of external preparation is used as it is; otherwise the lane's previous
@@ -216,7 +216,7 @@ rollout() {
     # 3. post_setup: checkpoint the set-up session, which keeps running for this rollout.
     if [ -z "$fault" ] && [ "$arm" = post_setup ] && [ $setup = 1 ]; then
       now t1
-      if drums-ckpt --leave-running < "$cur" > "$ckpt.new" 2>>"$log"; then mv "$ckpt.new" "$ckpt"
+      if drums-ckpt --leave-running < "$cur" > "$ckpt.new" 2>>"$log"; then mv "$ckpt.new" "$ckpt"; ckpt_made=true
       else fault="checkpoint: $(last_error "$log")"; rm -f "$ckpt.new"; fi
       now t2; ckpt_us=$((t2 - t1))
     fi
@@ -245,7 +245,7 @@ rollout() {
   jq -nc --arg arm "drums_$arm" --argjson block "$b" --argjson index "$i" --argjson global "$g" --argjson lane "$lane" \
     --argjson session "$sid" --arg reset_kind "$reset_kind" --argjson reset_s "$(secs "$reset_us")" \
     --argjson destroy_s "$(secs "$destroy_us")" --argjson create_s "$(secs "$create_us")" \
-    --argjson ckpt_s "$(secs "$ckpt_us")" --argjson setup "$setup" --argjson wall_s "$(secs $((t1 - t0)))" \
+    --argjson ckpt_s "$(secs "$ckpt_us")" --argjson ckpt_made "$ckpt_made" --argjson setup "$setup" --argjson wall_s "$(secs $((t1 - t0)))" \
     --argjson begin "$begin" --argjson finish "$finish" --arg fault "$fault" --argjson injected "$injected" \
     --argjson cgroup "$cgroup" --argjson restore "$restore" --argjson reseed "$reseed" --argjson t0 "$(secs "$t0")" '
     {arm: $arm, block: $block, index: $index, rollout: $global, lane: $lane, session: $session, t_start: $t0,
@@ -253,8 +253,8 @@ rollout() {
        restore_times: $restore, reseed_s: $reseed},
      setup_s: (if $setup == 1 then $begin.setup_s else null end),
      checkpoint_s: $ckpt_s,
-     first_rollout_work_s: (if $arm == "drums_post_setup" and $setup == 1 and $ckpt_s != null
-                            then (($begin.setup_s // 0) + $ckpt_s) else null end),
+     first_rollout_work_s: (if $arm == "drums_post_setup" and $setup == 1 and $ckpt_made and $begin.setup_s != null
+                            then ($begin.setup_s + $ckpt_s) else null end),
      action_s: $finish.action_s, evaluation_s: $finish.eval_s, wall_s: $wall_s,
      score: $finish.score, score_before_action: $finish.score_before_action,
      canary: ($begin.canary // null), canary_seen: ($begin.canary_seen // []),

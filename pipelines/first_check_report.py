@@ -76,7 +76,9 @@ def session_telemetry(path):
     return {"samples": len(s), "final_sample": any(x.get("final") for x in s),
             "memory_peak_mib_kernel": peak("memory_peak_bytes", MIB), "memory_current_max_mib": peak("memory_current_bytes", MIB),
             "cpu_usage_s": peak("cpu_usage_ns", 1e9), "cpu_throttled_s": peak("cpu_throttled_ns", 1e9),
-            "tasks_peak": peak("tasks_peak") or peak("tasks"), "processes_max": peak("processes"),
+            # pids.peak where the kernel keeps it (null otherwise, why_null says so); the highest sampled
+            # pids.current beside it, under its own name: a sampled maximum is not the kernel's peak.
+            "tasks_peak": peak("tasks_peak"), "tasks_max_sampled": peak("tasks"), "processes_max": peak("processes"),
             "memory_limit_hits": peak("memory_limit_hits"), "memsw_limit_hits": peak("memsw_limit_hits"),
             "oom_kills": peak("oom_kills"), "why_null": why or None}
 
@@ -120,7 +122,12 @@ def summarize(a):
         if b["fault"]:
             b["faults"].append({"rollout": None, "index": None, "fault": b["fault"]})
         b["canary"] = ["clean" if r["canary"] == "clean" else r["canary"] for r in rs]
-        b["first_rollout_work_s"] = total([r["first_rollout_work_s"] for r in rs]) or 0.0
+        b["first_rollout_work_s"] = total([r["first_rollout_work_s"] for r in rs])
+        b["why_null"] = None
+        if b["first_rollout_work_s"] is None:
+            b["why_null"] = {"first_rollout_work_s": (
+                "not applicable: drums_no_reuse makes no checkpoint, every rollout does the setup"
+                if b["arm"] == "drums_no_reuse" else "not measured: no rollout of the block did the setup and the checkpoint")}
         b["host"] = json.load(open(host)) if os.path.exists(host) and os.path.getsize(host) else None
         cg = [r["cgroup"] for r in rs if r["cgroup"]]
         tel = [r["telemetry"] for r in rs if r["telemetry"]]
@@ -130,7 +137,8 @@ def summarize(a):
             "limits_applied_every_session": all(c.get("applied") for c in cg) if cg else None,
             "memory_peak_mib_kernel": span([t["memory_peak_mib_kernel"] for t in tel]),
             "cpu_usage_s": span([t["cpu_usage_s"] for t in tel]),
-            "tasks_peak": span([t["tasks_peak"] for t in tel]), "processes_max": span([t["processes_max"] for t in tel]),
+            "tasks_peak": span([t["tasks_peak"] for t in tel]), "tasks_max_sampled": span([t["tasks_max_sampled"] for t in tel]),
+            "processes_max": span([t["processes_max"] for t in tel]),
             "oom_kills": total([t["oom_kills"] for t in tel]), "memory_limit_hits": total([t["memory_limit_hits"] for t in tel]),
             "samples": sum(t["samples"] for t in tel)}
     arms = {}
@@ -142,23 +150,26 @@ def summarize(a):
             "blocks": [b["block"] for b in bs], "rollouts": len(rs), "valid": sum(r["valid"] for r in rs),
             "faults": sum(len(b["faults"]) for b in bs), "canary_clean": sum(r["canary"] == "clean" for r in rs),
             "scores": [r["score"] for r in rs], "wall_s": total([b["wall_s"] for b in bs]),
-            "first_rollout_work_s": total([b["first_rollout_work_s"] for b in bs]) or 0.0,
+            "first_rollout_work_s": total([b["first_rollout_work_s"] for b in bs]),
             "external_prep_s": total([b["external_prep_s"] for b in bs]),
             "reset_s_per_rollout": [{"block": r["block"], "index": r["index"], "kind": r["reset_kind"], "reset_s": r["reset_s"]} for r in rs],
             "reset_s_by_revert_or_recreate": {"n": len(resets), "min": min(resets) if resets else None,
                                               "max": max(resets) if resets else None,
                                               "mean": round(sum(resets) / len(resets), 3) if resets else None},
             "host_cpu_busy_s": [b["host"]["cpu_busy_s"] if b["host"] else None for b in bs]}
+        arms[arm]["why_null"] = {k: v for b in bs for k, v in (b["why_null"] or {}).items() if arms[arm].get(k) is None} or None
     ids = [r["session"] for r in rollouts if r["session"]] + [os.path.basename(p)[:-6] for p in glob.glob(f"{out}/samples/*.jsonl")]
     left = leftovers(sorted(set(ids))) + [p for p in glob.glob(f"{out}/live/*")]
     ckpts = [b["checkpoint"]["id"] for b in blocks if b["checkpoint"]]
     ckpt_root = os.environ.get("DRUMS_CHECKPOINT_DIR", "/var/lib/drums/checkpoints")
     left += [os.path.join(ckpt_root, c) for c in ckpts if os.path.exists(os.path.join(ckpt_root, c))]
     names = list(arms)
-    ratio = None
-    if len(names) == 2 and arms[names[1]]["wall_s"]:
-        ratio = round((arms[names[0]]["wall_s"] + (arms[names[0]]["external_prep_s"] or 0)) /
-                      (arms[names[1]]["wall_s"] + (arms[names[1]]["external_prep_s"] or 0)), 3)
+    ratio, ratio_why = None, None
+    parts = [arms[n][k] for n in names for k in ("wall_s", "external_prep_s")] if len(names) == 2 else [None]
+    if None not in parts and parts[2] + parts[3] > 0:
+        ratio = round((parts[0] + parts[1]) / (parts[2] + parts[3]), 3)
+    else:
+        ratio_why = "the run has not exactly two arms" if len(names) != 2 else "a wall or external preparation figure of an arm is null or zero"
     try:
         commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip() or None
@@ -183,7 +194,7 @@ def summarize(a):
         "canary_clean_every_block": all(all(c == "clean" for c in b["canary"]) for b in blocks),
         "arms": arms,
         "raw_ratio_first_over_second_arm_wall_with_prep_NOT_A_CLAIM": ratio,
-        "raw_ratio_arms": names,
+        "raw_ratio_arms": names, "raw_ratio_why_null": ratio_why,
         "prices": {"placeholder": True, "usd_per_hour": None, "note": "not a price; no cost, cost per valid or valid per hour is computed"},
         "left_on_machine": left,
     }
