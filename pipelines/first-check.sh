@@ -40,11 +40,14 @@ Options:
   -h, --help             print this help
 
 Exit status: 0 every rollout valid and nothing left behind; 1 a rollout invalid or something left;
-2 usage; 4 environment; 5 the driver failed.
+2 usage; 4 environment; 5 the driver itself failed (a lane or the summary crashed; see the error object);
+130 interrupted.
 EOF
 }
 
+planned=""  # set by every exit the driver means; any other exit (a crash) becomes exit 5 in cleanup
 die() { # exit kind message
+  planned=1
   local msg=${3//\\/\\\\}
   msg=${msg//\"/\\\"}
   printf '{"drums":1,"type":"error","tool":"%s","kind":"%s","exit":%d,"message":"%s"}\n' "$prog" "$2" "$1" "$msg" >&2
@@ -81,6 +84,7 @@ done
 [[ $limits =~ ^([0-9.]+),([0-9]+[KMGT]?),([0-9]+)$ ]] || die 2 usage "--limits $limits: expected CPUS,MEMORY,PIDS like 2,4G,4096"
 cg_args=(--cpus "${BASH_REMATCH[1]}" --memory "${BASH_REMATCH[2]}" --pids "${BASH_REMATCH[3]}")
 IFS=, read -r -a arms <<< "$blocks"
+[ ${#arms[@]} -gt 0 ] || die 2 usage "--blocks: no arm given"
 for a in "${arms[@]}"; do
   case $a in post_setup|drums_post_setup|no_reuse|drums_no_reuse) ;; *) die 2 usage "--blocks: unknown arm $a (post_setup, no_reuse)" ;; esac
 done
@@ -119,17 +123,23 @@ reap_watchers() { # wait (at most 5 s each) for the watchers of destroyed sessio
   done
 }
 cleanup() {
-  local f
+  local rc=$? f
   # Lanes still running (an interrupted block) stop first, so that they start nothing more.
   [ ${#lane_pids[@]} -gt 0 ] && kill "${lane_pids[@]}" 2>/dev/null && wait "${lane_pids[@]}" 2>/dev/null
   for f in "$out"/live/*.json; do [ -e "$f" ] && destroy "$f" "$out/logs/cleanup.log"; done
   for f in "$out"/tmp/ckpt.*.json; do [ -e "$f" ] && remove_checkpoint "$f"; done
   [ -n "${hostmon:-}" ] && kill "$hostmon" 2>/dev/null
   reap_watchers
+  if [ -z "$planned" ]; then
+    # Not an exit the driver meant: a crash of the driver itself (an unset variable, a failed builtin).
+    planned=1
+    die 5 failed "the driver failed (shell exit $rc); what it held was destroyed, see $out/logs"
+  fi
 }
 lane_pids=()
+driver_failed=""
 trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT TERM
+trap 'planned=1; log "interrupted"; exit 130' INT TERM
 
 remove_checkpoint() { # CHECKPOINT-RECORD-FILE: the checkpoint's directory (drums-ckpt made it; nobody else uses it)
   local dir; dir=$(jq -r .dir "$1")
@@ -306,7 +316,12 @@ block() { # BLOCK ARM
     ) &
     lane_pids+=($!)
   done
-  wait "${lane_pids[@]}"
+  # A lane is a subshell: a crash in it (not a rollout's fault, which is recorded) leaves its remaining
+  # rollouts unrecorded, so it is a block fault and the driver exits 5 after the summary.
+  for ((lane = 0; lane < ${#lane_pids[@]}; lane++)); do
+    wait "${lane_pids[$lane]}" && continue
+    fault="driver: lane $lane of block $b exited $? (see $out/logs)"; driver_failed+="block $b lane $lane; "
+  done
   lane_pids=()
   # Teardown: the sessions the lanes hold.
   now t1
@@ -340,3 +355,9 @@ done
 now run1
 "$py" "$here/pipelines/first_check_report.py" summarize --out "$out" --task "$task" --limits "$limits" \
   --concurrency "$concurrency" --blocks "$blocks" --run-s "$(secs $((run1 - run0)))" --tools "$(dirname "$(command -v drums-ns)")"
+rc=$?
+# The summary's own answer is 0 or 1; anything else is the summary helper failing, not a rollout.
+[ $rc -le 1 ] || die 5 failed "summarizing failed (first_check_report.py exited $rc); the rollout records are in $out/raw"
+[ -z "$driver_failed" ] || die 5 failed "the driver failed in ${driver_failed%; } (a lane crashed; its remaining rollouts are not recorded)"
+planned=1
+exit "$rc"

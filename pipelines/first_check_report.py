@@ -7,6 +7,7 @@
               OUT/host/; writes OUT/rollouts.jsonl, blocks.jsonl, summary.json, report.txt, reset_times.png;
               prints the records as JSON Lines on stdout and the table on stderr. Exit 0 when every rollout
               is valid and nothing of the run is left on the machine, else 1.
+Exit 5 when the helper itself fails (a traceback on stderr): the driver then exits 5, not 1.
 
 The summary computes no verdict: it counts, sums and lists. The one ratio between arms is named
 ..._NOT_A_CLAIM. There is no price: the price field is a placeholder and no cost is computed.
@@ -121,6 +122,9 @@ def summarize(a):
         b["faults"] = [{"rollout": r["rollout"], "index": r["index"], "fault": r["fault"]} for r in rs if r["fault"]]
         if b["fault"]:
             b["faults"].append({"rollout": None, "index": None, "fault": b["fault"]})
+        if len(rs) < b["rollouts"]:
+            b["faults"].append({"rollout": None, "index": None,
+                                "fault": f"{b['rollouts'] - len(rs)} of {b['rollouts']} rollout records are missing (the driver failed mid-rollout)"})
         b["canary"] = ["clean" if r["canary"] == "clean" else r["canary"] for r in rs]
         b["first_rollout_work_s"] = total([r["first_rollout_work_s"] for r in rs])
         b["why_null"] = None
@@ -214,7 +218,8 @@ def summarize(a):
     open(f"{out}/report.txt", "w").write(text)
     sys.stderr.write(text)
     chart(rollouts, f"{out}/reset_times.png")
-    return 0 if summary["valid"] == summary["rollouts"] and not left else 1
+    missing = sum(b["rollouts"] for b in blocks) - len(rollouts)
+    return 0 if summary["valid"] == summary["rollouts"] and not missing and not left else 1
 
 
 def fmt(v, w=6, p=2):
@@ -338,10 +343,16 @@ def main():
     s.add_argument("--run-s", type=float, default=None)
     s.add_argument("--tools", default=None)
     a = p.parse_args()
-    if a.cmd == "hostmon":
-        hostmon()
-        return 0
-    return summarize(a)
+    try:
+        if a.cmd == "hostmon":
+            hostmon()
+            return 0
+        return summarize(a)
+    except Exception:
+        # Not an answer about the rollouts: the helper failed (exit 5, as drums(7) has it).
+        import traceback
+        traceback.print_exc()
+        return 5
 
 
 if __name__ == "__main__":
