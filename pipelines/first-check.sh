@@ -35,7 +35,9 @@ Options:
   --limits C,M,P         per-session cgroup limits: CPUs, memory, tasks (default 2,4G,4096)
   --interval TIME        cgroup telemetry interval (default 200ms)
   --inject-fault SPEC    guest-kill@N: kill rollout N's guest (N counts rollouts of the whole run
-                         from 1) after its setup, before the agent acts; may be repeated
+                         from 1) after its setup, before the agent acts; reuse@N: rollout N skips its
+                         reset and runs on the lane's previous session (its canary must be seen);
+                         may be repeated
   --out DIR              where the files go (default ./first-check.UTCTIME)
   -h, --help             print this help
 
@@ -62,7 +64,7 @@ concurrency=1
 limits=2,4G,4096
 interval=200ms
 out=
-faults=" "
+faults=" " reuses=" "
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
@@ -72,8 +74,8 @@ while [ $# -gt 0 ]; do
         --task) task=$2 ;; --rollouts) rollouts=$2 ;; --blocks) blocks=$2 ;; --concurrency) concurrency=$2 ;;
         --limits) limits=$2 ;; --interval) interval=$2 ;; --out) out=$2 ;;
         --inject-fault)
-          [[ $2 =~ ^guest-kill@([0-9]+)$ ]] || die 2 usage "--inject-fault $2: expected guest-kill@N"
-          faults+="${BASH_REMATCH[1]} " ;;
+          [[ $2 =~ ^(guest-kill|reuse)@([0-9]+)$ ]] || die 2 usage "--inject-fault $2: expected guest-kill@N or reuse@N"
+          if [ "${BASH_REMATCH[1]}" = reuse ]; then reuses+="${BASH_REMATCH[2]} "; else faults+="${BASH_REMATCH[2]} "; fi ;;
       esac
       shift 2 ;;
     *) die 2 usage "unknown option $1 (see --help)" ;;
@@ -189,13 +191,17 @@ rollout() {
   local cur=$out/tmp/lane.$b.$lane.json fresh=$out/tmp/lane.$b.$lane.fresh ckpt=$out/tmp/ckpt.$b.json
   local log=$out/logs/b${b}_r${i}.log tag="block $b $arm rollout $i"
   local t0 t1 t2 fault="" reset_kind destroy_us=null create_us=null reset_us=null setup=0 ckpt_us=null
-  local injected=false sid=null begin='{}' finish='{}' rc ckpt_made=false
+  local injected="" sid=null begin='{}' finish='{}' rc ckpt_made=false
   : > "$log"
   now t0
   # 1. Reset: the fresh session of external preparation is used as it is; otherwise the lane's previous
   # session is destroyed and a new one made: restored from the block's checkpoint (post_setup), or cold.
   if [ -e "$fresh" ] && [ -s "$cur" ]; then
     reset_kind=fresh; rm -f "$fresh"
+  elif [[ $reuses == *" $g "* ]] && [ -s "$cur" ]; then
+    # Induced fault: no reset at all, as if the revert had reverted nothing; the canary must see it.
+    reset_kind=reused injected=reuse
+    log "$tag: injected fault: no reset, the rollout runs on the lane's previous session"
   else
     rm -f "$fresh"
     if [ -s "$cur" ]; then
@@ -213,8 +219,9 @@ rollout() {
     now t2; create_us=$((t2 - t1)); reset_us=$(( ${destroy_us/null/0} + create_us ))
     [ -s "$cur.new" ] && adopt "$cur.new" "$cur"
   fi
-  # A post_setup rollout on a session not restored does the setup and makes the checkpoint.
-  [ "$arm" = no_reuse ] || [ "$reset_kind" != restore ] && setup=1
+  # A rollout on a new cold session does the setup (and on post_setup makes the checkpoint); a restored
+  # session is set up already, and a reused one is the previous rollout's.
+  case $reset_kind in restore|reused) ;; *) setup=1 ;; esac
   if [ -z "$fault" ]; then
     sid=$(jq -c .id "$cur")
     local url; url=$(jq -r .desktop.guest_url "$cur")
@@ -234,7 +241,7 @@ rollout() {
     if [ -z "$fault" ] && [[ $faults == *" $g "* ]]; then
       local gp; gp=$(jq -r '.desktop.processes[] | select(.role == "guest") | .host_pid' "$cur")
       if [ "$(cat "/proc/$gp/comm" 2>/dev/null)" = drums-guest ]; then
-        kill -KILL "$gp" && injected=true && log "$tag: injected fault: killed the guest (host pid $gp)"
+        kill -KILL "$gp" && injected+="${injected:+,}guest-kill" && log "$tag: injected fault: killed the guest (host pid $gp)"
       else
         log "$tag: cannot inject the fault: host pid $gp is not drums-guest"
       fi
@@ -256,7 +263,7 @@ rollout() {
     --argjson session "$sid" --arg reset_kind "$reset_kind" --argjson reset_s "$(secs "$reset_us")" \
     --argjson destroy_s "$(secs "$destroy_us")" --argjson create_s "$(secs "$create_us")" \
     --argjson ckpt_s "$(secs "$ckpt_us")" --argjson ckpt_made "$ckpt_made" --argjson setup "$setup" --argjson wall_s "$(secs $((t1 - t0)))" \
-    --argjson begin "$begin" --argjson finish "$finish" --arg fault "$fault" --argjson injected "$injected" \
+    --argjson begin "$begin" --argjson finish "$finish" --arg fault "$fault" --arg injected "$injected" \
     --argjson cgroup "$cgroup" --argjson restore "$restore" --argjson reseed "$reseed" --argjson t0 "$(secs "$t0")" '
     {arm: $arm, block: $block, index: $index, rollout: $global, lane: $lane, session: $session, t_start: $t0,
      reset_kind: $reset_kind, reset_s: $reset_s, reset_parts: {destroy_s: $destroy_s, create_s: $create_s,
@@ -271,7 +278,7 @@ rollout() {
      canary_written: ($finish.canary_written // null),
      guest_wait_s: $begin.wait_s, canary_check_s: $begin.canary_check_s, canary_write_s: $finish.canary_write_s,
      precheck_s: $finish.precheck_s, setup_steps: $begin.setup_steps,
-     fault: (if $fault == "" then null else $fault end), injected_fault: (if $injected then "guest-kill" else null end),
+     fault: (if $fault == "" then null else $fault end), injected_fault: (if $injected == "" then null else $injected end),
      cgroup: $cgroup}' > "$out/raw/b${b}_r${i}.json"
   log "$tag: reset $reset_kind $(secs "$reset_us" | sed 's/null/-/') s, score $(jq -r '.score // "-"' <<< "$finish"), canary $(jq -r '.canary // "-"' <<< "$begin")${fault:+, FAULT: $fault}"
 }

@@ -111,8 +111,10 @@ def summarize(a):
     for r in rollouts:
         valid = r["fault"] is None and r["canary"] == "clean" and r["score"] is not None
         r["valid"] = valid
-        if r["fault"] is None and r["canary"] not in (None, "clean"):
-            r["fault"] = "interference: the canary of an earlier rollout was seen: " + "; ".join(r["canary_seen"])
+        if r["canary"] not in (None, "clean"):
+            # Interference first: a fault that follows from it (a task already done) is kept after it.
+            r["fault"] = "interference: the canary of an earlier rollout was seen: " + "; ".join(r["canary_seen"]) \
+                + (f"; {r['fault']}" if r["fault"] else "")
         r["telemetry"] = session_telemetry(f"{out}/samples/{r['session']}.jsonl") if r["session"] else None
     blocks = [json.load(open(p)) for p in sorted(glob.glob(f"{out}/raw/block*.json"), key=lambda p: int(p.split("block")[-1][:-5]))]
     for b in blocks:
