@@ -1,7 +1,8 @@
-//! pipelines/first-check.sh on real sessions, with an induced fault: the guest of a restored post_setup
-//! rollout is killed mid-rollout. That rollout records the fault and is not valid, the driver goes on
-//! (the next block's rollouts are valid and score 1), the summary computes no verdict, and nothing the run
-//! made is left on the machine.
+//! pipelines/first-check.sh on real sessions, with two induced faults. The guest of a restored post_setup
+//! rollout is killed mid-rollout: that rollout records the fault and is not valid, and the driver goes on
+//! (the next rollout of the same block restores again, is valid and scores 1 with a clean canary). A
+//! no_reuse rollout skips its reset: the canary sees the previous rollout's marker, so a marker that does
+//! leak is detected. The summary computes no verdict, and nothing the run made is left on the machine.
 
 use drums_tests::*;
 use serde_json::Value;
@@ -15,7 +16,7 @@ fn an_induced_fault_is_recorded_and_the_driver_goes_on() {
     let out = std::env::temp_dir().join(format!("drums-first-check-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let o = Command::new(repo_root().join("pipelines/first-check.sh"))
-        .args(["--blocks", "post_setup,no_reuse", "--rollouts", "2", "--inject-fault", "guest-kill@2"])
+        .args(["--blocks", "post_setup,no_reuse", "--rollouts", "3", "--inject-fault", "guest-kill@2", "--inject-fault", "reuse@6"])
         .arg("--out")
         .arg(&out)
         .env("PATH", path_with_tools())
@@ -23,17 +24,18 @@ fn an_induced_fault_is_recorded_and_the_driver_goes_on() {
         .expect("run pipelines/first-check.sh");
     let stdout = text(&o.stdout);
     let stderr = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "one rollout is not valid, so the driver exits 1\n{stderr}");
+    assert_eq!(o.status.code(), Some(1), "two rollouts are not valid, so the driver exits 1\n{stderr}");
     let recs: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
     let of = |t: &str| recs.iter().filter(|r| r["type"] == t).cloned().collect::<Vec<_>>();
     let rollouts = of("first_check_rollout");
-    assert_eq!(rollouts.len(), 4, "{stderr}");
+    assert_eq!(rollouts.len(), 6, "{stderr}");
 
     // Rollout 1 (post_setup): a fresh session, the setup and the checkpoint, the task done.
     let r1 = &rollouts[0];
     assert_eq!((r1["arm"].as_str(), r1["reset_kind"].as_str(), r1["reset_s"].clone()), (Some("drums_post_setup"), Some("fresh"), Value::Null));
     assert!(r1["first_rollout_work_s"].as_f64().unwrap() > 0.0, "{r1}");
     assert_eq!((r1["score_before_action"].as_f64(), r1["score"].as_f64(), r1["valid"].as_bool()), (Some(0.0), Some(1.0), Some(true)), "{r1}");
+    assert!(r1["canary_written"].as_str().is_some_and(|m| m.contains("block 0 rollout 1")), "the marker was written and read back: {r1}");
     // Rollout 2: restored from the checkpoint, its guest killed after the (checkpointed) setup.
     let r2 = &rollouts[1];
     assert_eq!((r2["reset_kind"].as_str(), r2["injected_fault"].as_str()), (Some("restore"), Some("guest-kill")), "{r2}");
@@ -44,26 +46,51 @@ fn an_induced_fault_is_recorded_and_the_driver_goes_on() {
     assert_eq!(r2["score"], Value::Null);
     let fault = r2["fault"].as_str().expect("the fault is recorded");
     assert!(fault.starts_with("finish:") && fault.contains("guest unreachable"), "{fault}");
-    // The driver went on: the no_reuse block's rollouts ran on cold sessions, canary clean, task done.
-    for r in &rollouts[2..] {
+    // Rollout 3, after the fault in the same block: its reset replaced the broken session with a new
+    // restore, which is valid, scores 1 after scoring 0, and sees no marker of rollouts 1 or 2.
+    let r3 = &rollouts[2];
+    assert_eq!((r3["arm"].as_str(), r3["block"].as_u64(), r3["reset_kind"].as_str()), (Some("drums_post_setup"), Some(0), Some("restore")), "{r3}");
+    assert!(r3["reset_s"].as_f64().unwrap() > 0.0 && r3["reset_parts"]["destroy_s"].as_f64().is_some(), "the faulted session was destroyed by the reset: {r3}");
+    assert_ne!(r3["session"], r2["session"]);
+    assert_eq!((r3["setup_s"].clone(), r3["first_rollout_work_s"].clone(), r3["fault"].clone()), (Value::Null, Value::Null, Value::Null), "{r3}");
+    assert_eq!((r3["score_before_action"].as_f64(), r3["score"].as_f64(), r3["valid"].as_bool()), (Some(0.0), Some(1.0), Some(true)), "{r3}");
+    assert_eq!((r3["canary"].as_str(), r3["canary_seen"].as_array().map(Vec::len)), (Some("clean"), Some(0)), "{r3}");
+    assert!(r3["canary_written"].as_str().is_some_and(|m| m.contains("block 0 rollout 3")), "{r3}");
+    assert_eq!(r3["cgroup"]["applied"], true, "{r3}");
+    // The driver went on: the no_reuse block's rollouts 4 and 5 ran on cold sessions, canary clean, task done.
+    for r in &rollouts[3..5] {
         assert_eq!(r["arm"], "drums_no_reuse");
         assert_eq!((r["valid"].as_bool(), r["score"].as_f64(), r["canary"].as_str()), (Some(true), Some(1.0), Some("clean")), "{r}");
         assert!(r["setup_s"].as_f64().is_some());
         assert_eq!(r["cgroup"]["applied"], true, "every session runs under its limits: {r}");
         assert!(r["telemetry"]["samples"].as_u64().unwrap() > 0 && r["telemetry"]["memory_peak_mib_kernel"].as_f64().unwrap() > 10.0, "{r}");
     }
-    assert_eq!(rollouts[3]["reset_kind"], "recreate");
-    assert!(rollouts[3]["reset_s"].as_f64().unwrap() > 0.5);
+    assert_eq!(rollouts[4]["reset_kind"], "recreate");
+    assert!(rollouts[4]["reset_s"].as_f64().unwrap() > 0.5);
+    // Rollout 6 skipped its reset (reuse@6): it ran on rollout 5's session, where rollout 5's marker is.
+    let (r5, r6) = (&rollouts[4], &rollouts[5]);
+    assert_eq!((r6["reset_kind"].as_str(), r6["injected_fault"].as_str(), r6["reset_s"].clone()), (Some("reused"), Some("reuse"), Value::Null), "{r6}");
+    assert_eq!(r6["session"], r5["session"]);
+    assert_eq!(r6["canary"], "seen", "a marker that leaks is detected: {r6}");
+    assert_eq!(r6["canary_seen"], serde_json::json!([r5["canary_written"], r5["canary_written"]]), "both files hold rollout 5's marker: {r6}");
+    assert_eq!(r6["valid"], false);
+    assert!(r6["fault"].as_str().unwrap().starts_with("interference: "), "{r6}");
 
     let blocks = of("first_check_block");
     assert_eq!(blocks.len(), 2);
-    assert_eq!((blocks[0]["valid"].as_u64(), blocks[0]["faults"].as_array().unwrap().len()), (Some(1), 1), "{}", blocks[0]);
+    assert_eq!((blocks[0]["valid"].as_u64(), blocks[0]["faults"].as_array().unwrap().len()), (Some(2), 1), "{}", blocks[0]);
     assert_eq!(blocks[0]["faults"][0]["rollout"], 2);
+    assert!((blocks[0]["first_rollout_work_s"].as_f64().unwrap() - r1["first_rollout_work_s"].as_f64().unwrap()).abs() < 0.001, "{}", blocks[0]);
+    assert_eq!((blocks[1]["valid"].as_u64(), blocks[1]["faults"].as_array().unwrap().len()), (Some(2), 1), "{}", blocks[1]);
+    assert_eq!(blocks[1]["faults"][0]["rollout"], 6);
+    assert_eq!(blocks[1]["first_rollout_work_s"], Value::Null, "no_reuse has no first-rollout work: null, not 0");
+    assert!(blocks[1]["why_null"]["first_rollout_work_s"].as_str().is_some(), "{}", blocks[1]);
     assert!(blocks[0]["external_prep_s"].as_f64().unwrap() > 0.0 && blocks[0]["host"]["cpu_busy_s"].as_f64().is_some());
     assert!(blocks[0]["checkpoint"]["id"].as_str().unwrap().starts_with("c-"));
 
     let s = of("first_check_summary").pop().expect("a summary");
-    assert_eq!((s["rollouts"].as_u64(), s["valid"].as_u64()), (Some(4), Some(3)));
+    assert_eq!((s["rollouts"].as_u64(), s["valid"].as_u64()), (Some(6), Some(4)));
+    assert_eq!(s["canary_clean_every_block"], false, "rollout 6 saw a marker");
     assert_eq!(s["engineering_validation_only"], true);
     assert_eq!(s["resource_parity_claimed"], false);
     assert_eq!(s["verdict"], Value::Null, "the driver computes no verdict");
