@@ -71,17 +71,24 @@ def session_telemetry(path):
     def peak(k, scale=1):
         v = [x[k] for x in s if x.get(k) is not None]
         return round(max(v) / scale, 3) if v else None
+    # Figure: (sample field, scale).
+    fields = {"memory_peak_mib_kernel": ("memory_peak_bytes", MIB), "memory_current_max_mib": ("memory_current_bytes", MIB),
+              "cpu_usage_s": ("cpu_usage_ns", 1e9), "cpu_throttled_s": ("cpu_throttled_ns", 1e9),
+              # pids.peak where the kernel keeps it (null otherwise, why_null says so); the highest sampled
+              # pids.current beside it, under its own name: a sampled maximum is not the kernel's peak.
+              "tasks_peak": ("tasks_peak", 1), "tasks_max_sampled": ("tasks", 1), "processes_max": ("processes", 1),
+              "memory_limit_hits": ("memory_limit_hits", 1), "memsw_limit_hits": ("memsw_limit_hits", 1), "oom_kills": ("oom_kills", 1)}
+    t = {"samples": len(s), "final_sample": any(x.get("final") for x in s)}
+    t.update({k: peak(f, scale) for k, (f, scale) in fields.items()})
+    # The reasons of the figures that stayed null only: a sample taken as the session went (its cgroup
+    # gone) has reasons for figures that earlier samples gave.
     why = {}
-    for x in s:
-        why.update(x.get("why_null") or {})
-    return {"samples": len(s), "final_sample": any(x.get("final") for x in s),
-            "memory_peak_mib_kernel": peak("memory_peak_bytes", MIB), "memory_current_max_mib": peak("memory_current_bytes", MIB),
-            "cpu_usage_s": peak("cpu_usage_ns", 1e9), "cpu_throttled_s": peak("cpu_throttled_ns", 1e9),
-            # pids.peak where the kernel keeps it (null otherwise, why_null says so); the highest sampled
-            # pids.current beside it, under its own name: a sampled maximum is not the kernel's peak.
-            "tasks_peak": peak("tasks_peak"), "tasks_max_sampled": peak("tasks"), "processes_max": peak("processes"),
-            "memory_limit_hits": peak("memory_limit_hits"), "memsw_limit_hits": peak("memsw_limit_hits"),
-            "oom_kills": peak("oom_kills"), "why_null": why or None}
+    for k, (f, _) in fields.items():
+        if t[k] is None:
+            r = [x["why_null"][f] for x in s if (x.get("why_null") or {}).get(f)]
+            why[k] = r[0] if r else "no sample" if not s else "no sample gave it"
+    t["why_null"] = why or None
+    return t
 
 
 def span(v):
