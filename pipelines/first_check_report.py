@@ -34,21 +34,39 @@ def mem_used():
 
 
 def hostmon():
-    stop = []
+    """SIGTERM stops it. SIGUSR1 pauses it and SIGUSR2 resumes it: what the machine does in between (the
+    driver's external preparation inside a block) is left out of the CPU figures and the memory samples."""
+    stop, paused = [], {"at": None, "s": 0.0, "busy": 0.0, "all": 0.0}
+    def pause(*_):
+        if paused["at"] is None:
+            paused["at"], paused["cpu"] = time.time(), cpu_times()
+    def resume(*_):
+        if paused["at"] is not None:
+            b, a = cpu_times()
+            paused["s"] += time.time() - paused["at"]
+            paused["busy"] += b - paused["cpu"][0]
+            paused["all"] += a - paused["cpu"][1]
+            paused["at"] = None
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGUSR1, pause)
+    signal.signal(signal.SIGUSR2, resume)
     t0, (busy0, all0), (used0, total) = time.time(), cpu_times(), mem_used()
     load0 = open("/proc/loadavg").read().split()[:3]
     peak, n = used0, 1
     while not stop:
         time.sleep(0.25)
-        peak, n = max(peak, mem_used()[0]), n + 1
+        if paused["at"] is None:
+            peak, n = max(peak, mem_used()[0]), n + 1
+    resume()
     busy1, all1 = cpu_times()
+    busy, cpu_all = busy1 - busy0 - paused["busy"], all1 - all0 - paused["all"]
     used1 = mem_used()[0]
     print(json.dumps({
         "scope": "host-wide: every process on the machine, not only this run's",
-        "seconds": round(time.time() - t0, 3), "cpus": os.cpu_count(),
-        "cpu_busy_s": round(busy1 - busy0, 2), "cpu_total_s": round(all1 - all0, 2),
-        "cpu_busy_fraction": round((busy1 - busy0) / (all1 - all0), 3) if all1 > all0 else None,
+        "seconds": round(time.time() - t0 - paused["s"], 3), "cpus": os.cpu_count(),
+        "paused_s": round(paused["s"], 3), "paused_for": "external preparation inside the block (left out of every figure)",
+        "cpu_busy_s": round(busy, 2), "cpu_total_s": round(cpu_all, 2),
+        "cpu_busy_fraction": round(busy / cpu_all, 3) if cpu_all > 0 else None,
         "mem_total_mib": round(total / MIB, 1), "mem_used_start_mib": round(used0 / MIB, 1),
         "mem_used_end_mib": round(used1 / MIB, 1), "mem_used_peak_mib": round(max(peak, used1) / MIB, 1),
         "mem_samples": n + 1, "mem_method": "MemTotal - MemAvailable every 0.25 s",
@@ -158,7 +176,7 @@ def summarize(a):
     for arm in dict.fromkeys(b["arm"] for b in blocks):
         bs = [b for b in blocks if b["arm"] == arm]
         rs = [r for r in rollouts if r["arm"] == arm]
-        resets = [r["reset_s"] for r in rs if r["reset_kind"] in ("restore", "recreate")]
+        resets = [r["reset_s"] for r in rs if r["reset_kind"] in ("restore", "pool", "recreate")]
         arms[arm] = {
             "blocks": [b["block"] for b in bs], "rollouts": len(rs), "valid": sum(r["valid"] for r in rs),
             "faults": sum(len(b["faults"]) for b in bs), "canary_clean": sum(r["canary"] == "clean" for r in rs),
@@ -172,7 +190,11 @@ def summarize(a):
             "host_cpu_busy_s": [b["host"]["cpu_busy_s"] if b["host"] else None for b in bs]}
         arms[arm]["why_null"] = {k: v for b in bs for k, v in (b["why_null"] or {}).items() if arms[arm].get(k) is None} or None
     ids = [r["session"] for r in rollouts if r["session"]] + [os.path.basename(p)[:-6] for p in glob.glob(f"{out}/samples/*.jsonl")]
+    # Every sibling a pool filler parked, taken or not, and the spools themselves.
+    for p in glob.glob(f"{out}/pool/*.fill.jsonl"):
+        ids += [x["session"] for x in read_jsonl(p) if x.get("type") == "pool_parked" and x.get("session")]
     left = leftovers(sorted(set(ids))) + [p for p in glob.glob(f"{out}/live/*")]
+    left += [b["pool"]["spool"] for b in blocks if b.get("pool") and b["pool"].get("spool") and os.path.exists(b["pool"]["spool"])]
     ckpts = [b["checkpoint"]["id"] for b in blocks if b["checkpoint"]]
     ckpt_root = os.environ.get("DRUMS_CHECKPOINT_DIR", "/var/lib/drums/checkpoints")
     left += [os.path.join(ckpt_root, c) for c in ckpts if os.path.exists(os.path.join(ckpt_root, c))]
@@ -196,10 +218,14 @@ def summarize(a):
         "task": {"id": task.get("id"), "file": os.path.abspath(a.task)},
         "design": {"blocks": a.blocks.split(","), "order": "as given (default ABBA)", "rollouts_per_block": max([b["rollouts"] for b in blocks] or [0]),
                    "concurrency": a.concurrency, "limits_requested": a.limits,
-                   "arms": {"drums_post_setup": "block's first rollout: setup on a cold session, checkpoint (drums-ckpt --leave-running); later rollouts: restore, reseed, ready (pipelines/restore.sh), no setup",
+                   "post_setup_reset": a.reset,
+                   "arms": {"drums_post_setup": "block's first rollout: setup on a cold session, checkpoint (drums-ckpt --leave-running); later rollouts: "
+                            + ("take a parked sibling from a warm pool of the checkpoint (pipelines/pool-take.sh; restored, reseeded and ready before, by pipelines/pool-fill.sh outside the block clock), no setup"
+                               if a.reset == "pool" else "restore, reseed, ready (pipelines/restore.sh), no setup"),
                             "drums_no_reuse": "a cold session per rollout, destroyed at the next reset; setup every rollout"},
-                   "reset": "destroy of the previous session plus the new one ready (restore or cold); a block's first rollout starts on a session made by external preparation and has no reset (null)",
-                   "external_prep": "sessions made before the block clock starts (outside wall_s), as a pool would",
+                   "reset": "destroy of the previous session plus the new one ready (restore, pool take or cold); a block's first rollout starts on a session made by external preparation and has no reset (null)",
+                   "external_prep": "sessions made before the block clock starts (outside wall_s), as a pool would"
+                                     + ("; with the pool reset also the pool fill, during which the block clock and host telemetry pause" if a.reset == "pool" else ""),
                    "canary": "each rollout writes a marker in its session after evaluation; each rollout checks, before setup, that no marker is present"},
         "host": {"cpus": os.cpu_count(), "kernel": platform.release(), "mem_total_mib": round(mem_used()[1] / MIB), "shared": "host-wide figures include other work on the machine"},
         "tools": a.tools, "commit": commit, "run_s": a.run_s, "at": int(time.time()),
@@ -349,6 +375,7 @@ def main():
     s.add_argument("--limits", default=None)
     s.add_argument("--concurrency", type=int, default=1)
     s.add_argument("--blocks", default="")
+    s.add_argument("--reset", default="restore", choices=["restore", "pool"])
     s.add_argument("--run-s", type=float, default=None)
     s.add_argument("--tools", default=None)
     a = p.parse_args()
