@@ -3,30 +3,48 @@
 //! (the next rollout of the same block restores again, is valid and scores 1 with a clean canary). A
 //! no_reuse rollout skips its reset: the canary sees the previous rollout's marker, so a marker that does
 //! leak is detected. The summary computes no verdict, and nothing the run made is left on the machine.
+//! With --reset pool, the post_setup rollouts after the checkpoint take siblings from a warm pool of it.
 
 use drums_tests::*;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Runs the driver with ARGS into a fresh directory; (exit code, records by type, stderr, directory).
+fn first_check(name: &str, args: &[&str]) -> (Option<i32>, impl Fn(&str) -> Vec<Value>, String, PathBuf) {
+    let out = std::env::temp_dir().join(format!("drums-first-check-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(repo_root().join("pipelines/first-check.sh"))
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .env("PATH", path_with_tools())
+        .output()
+        .expect("run pipelines/first-check.sh");
+    let recs: Vec<Value> = text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let of = move |t: &str| recs.iter().filter(|r| r["type"] == t).cloned().collect::<Vec<_>>();
+    (o.status.code(), of, text(&o.stderr), out)
+}
+
+/// Nothing the run made is left: processes, mounts, links, cgroups, session state.
+fn assert_nothing_left(before: &Inventory, out: &Path) {
+    // Processes of PID namespaces that existed before the run belong to someone else (another engineer's
+    // fixture forking `sleep` every second shows up here as "new"); a leak of this run is in a new one.
+    let mut left = inventory().new_since(before);
+    let old_ns: std::collections::HashSet<u64> = before.processes.iter().filter_map(|p| pid_ns(p)).collect();
+    left.processes.retain(|p| pid_ns(p).is_some_and(|n| !old_ns.contains(&n)));
+    assert!(left.is_empty(), "the run left {left:?}");
+    let _ = std::fs::remove_dir_all(out);
+}
 
 #[test]
 fn an_induced_fault_is_recorded_and_the_driver_goes_on() {
     require_root();
     let _lock = session_lock();
     let before = inventory();
-    let out = std::env::temp_dir().join(format!("drums-first-check-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let o = Command::new(repo_root().join("pipelines/first-check.sh"))
-        .args(["--blocks", "post_setup,no_reuse", "--rollouts", "3", "--inject-fault", "guest-kill@2", "--inject-fault", "reuse@6"])
-        .arg("--out")
-        .arg(&out)
-        .env("PATH", path_with_tools())
-        .output()
-        .expect("run pipelines/first-check.sh");
-    let stdout = text(&o.stdout);
-    let stderr = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "two rollouts are not valid, so the driver exits 1\n{stderr}");
-    let recs: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
-    let of = |t: &str| recs.iter().filter(|r| r["type"] == t).cloned().collect::<Vec<_>>();
+    let (code, of, stderr, out) =
+        first_check("faults", &["--blocks", "post_setup,no_reuse", "--rollouts", "3", "--inject-fault", "guest-kill@2", "--inject-fault", "reuse@6"]);
+    assert_eq!(code, Some(1), "two rollouts are not valid, so the driver exits 1\n{stderr}");
     let rollouts = of("first_check_rollout");
     assert_eq!(rollouts.len(), 6, "{stderr}");
 
@@ -101,14 +119,54 @@ fn an_induced_fault_is_recorded_and_the_driver_goes_on() {
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
     assert!(std::fs::read_to_string(out.join("report.txt")).unwrap().contains("NOT_A_CLAIM"));
     assert!(stderr.contains("drums_no_reuse"), "the table is printed at the end: {stderr}");
+    assert_nothing_left(&before, &out);
+}
 
-    // Processes of PID namespaces that existed before the run belong to someone else (another engineer's
-    // fixture forking `sleep` every second shows up here as "new"); a leak of this run is in a new one.
-    let mut left = inventory().new_since(&before);
-    let old_ns: std::collections::HashSet<u64> = before.processes.iter().filter_map(|p| pid_ns(p)).collect();
-    left.processes.retain(|p| pid_ns(p).is_some_and(|n| !old_ns.contains(&n)));
-    assert!(left.is_empty(), "the run left {left:?}");
-    let _ = std::fs::remove_dir_all(&out);
+/// --reset pool: once rollout 1 has made the checkpoint, a pool of 2 is filled outside the block clock and
+/// rollouts 2 and 3 each take a parked sibling: no setup, valid, score 1, canary clean. The drain at the
+/// end of the block removes the spool; nothing is left.
+#[test]
+fn the_pool_is_the_post_setup_reset() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let (code, of, stderr, out) = first_check("pool", &["--blocks", "post_setup", "--rollouts", "3", "--reset", "pool"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rollouts = of("first_check_rollout");
+    assert_eq!(rollouts.len(), 3, "{stderr}");
+    assert_eq!((rollouts[0]["reset_kind"].as_str(), rollouts[0]["valid"].as_bool()), (Some("fresh"), Some(true)), "{}", rollouts[0]);
+    assert!(rollouts[0]["first_rollout_work_s"].as_f64().unwrap() > 0.0);
+    for r in &rollouts[1..] {
+        assert_eq!((r["reset_kind"].as_str(), r["setup_s"].clone(), r["fault"].clone()), (Some("pool"), Value::Null, Value::Null), "{r}");
+        assert!(r["reset_s"].as_f64().unwrap() > 0.0 && r["reset_parts"]["destroy_s"].as_f64().is_some(), "{r}");
+        // The restore and the reseed were the filler's, outside the clock: not parts of the reset.
+        assert_eq!((r["reset_parts"]["restore_times"].clone(), r["reset_parts"]["reseed_s"].clone()), (Value::Null, Value::Null), "{r}");
+        assert!(r["reset_parts"]["pool_fill_s"]["total_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!((r["score_before_action"].as_f64(), r["score"].as_f64(), r["valid"].as_bool()), (Some(0.0), Some(1.0), Some(true)), "{r}");
+        assert_eq!((r["canary"].as_str(), r["canary_seen"].as_array().map(Vec::len)), (Some("clean"), Some(0)), "{r}");
+        assert!(r["canary_written"].as_str().is_some(), "{r}");
+        assert_eq!(r["cgroup"]["applied"], true, "the pool's siblings run under the driver's limits: {r}");
+        assert!(r["telemetry"]["samples"].as_u64().unwrap() > 0, "{r}");
+    }
+    assert_ne!(rollouts[1]["session"], rollouts[2]["session"]);
+
+    let b = of("first_check_block").pop().expect("a block record");
+    assert_eq!((b["reset"].as_str(), b["valid"].as_u64(), b["faults"].as_array().map(Vec::len)), (Some("pool"), Some(3), Some(0)), "{b}");
+    let pool = &b["pool"];
+    assert_eq!((pool["depth_wanted"].as_u64(), pool["parked"].as_u64(), pool["made"].as_u64()), (Some(2), Some(2), Some(2)), "{b}");
+    assert_eq!((pool["drain"]["left"].as_u64(), pool["drain"]["spool_removed"].as_bool()), (Some(0), Some(true)), "{b}");
+    // The fill is external preparation: outside the block clock and the host telemetry, counted beside them.
+    let fill_s = pool["fill_s"].as_f64().unwrap();
+    assert!(fill_s > 0.0 && b["external_prep_s"].as_f64().unwrap() > fill_s, "{b}");
+    assert_eq!(b["external_prep_sessions"], 3, "one cold session and two parked siblings: {b}");
+    assert!((b["host"]["paused_s"].as_f64().unwrap() - fill_s).abs() < 0.5, "{b}");
+    let spool = Path::new(pool["spool"].as_str().unwrap());
+    assert!(spool.ends_with(b["checkpoint"]["id"].as_str().unwrap()) && !spool.exists(), "{b}");
+
+    let s = of("first_check_summary").pop().expect("a summary");
+    assert_eq!((s["design"]["post_setup_reset"].as_str(), s["valid"].as_u64()), (Some("pool"), Some(3)), "{s}");
+    assert_eq!(s["left_on_machine"], serde_json::json!([]), "{s}");
+    assert_nothing_left(&before, &out);
 }
 
 /// The PID namespace (inode) of an inventory entry "pid comm"; None once the process is gone.
