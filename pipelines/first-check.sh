@@ -7,11 +7,13 @@
 #   post_setup  the block's first rollout does the task's setup on a cold session and checkpoints it
 #               (drums-ckpt --leave-running); every later rollout restores a sibling from that checkpoint
 #               (pipelines/restore.sh --count 1: restore, reseed, ready) and skips the setup
+#               or, with --reset pool, takes one from a warm pool of the checkpoint (pipelines/pool-take.sh),
+#               filled once the checkpoint exists, outside the block clock (pipelines/pool-fill.sh)
 #   no_reuse    every rollout gets a cold session of its own, destroyed at the next reset
 # Every session runs under its own cgroups (--limits) and is watched by drums-cgroup watch.
 # stdout: JSON Lines (first_check_rollout, first_check_block, first_check_summary); stderr: progress and,
 # at the end, a table. Files in --out: rollouts.jsonl, blocks.jsonl, summary.json, report.txt,
-# reset_times.png, sessions/ (each session's record), samples/ (its cgroup telemetry), host/, logs/.
+# reset_times.png, sessions/ (each session's record), samples/ (its cgroup telemetry), host/, pool/, logs/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 [ -x "$here/target/release/drums-ns" ] && export PATH="$here/target/release:$PATH"
@@ -33,18 +35,26 @@ Options:
                          (default post_setup,no_reuse,no_reuse,post_setup)
   --concurrency N        rollouts run at a time within a block (default 1)
   --limits C,M,P         per-session cgroup limits: CPUs, memory, tasks (default 2,4G,4096)
+  --reset MODE           post_setup's reset after the checkpoint: restore (default: restore, reseed,
+                         ready per rollout) or pool (a warm pool of the checkpoint, filled outside
+                         the block clock; each reset takes a parked sibling)
   --interval TIME        cgroup telemetry interval (default 200ms)
   --inject-fault SPEC    guest-kill@N: kill rollout N's guest (N counts rollouts of the whole run
-                         from 1) after its setup, before the agent acts; may be repeated
+                         from 1) after its setup, before the agent acts; reuse@N: rollout N skips its
+                         reset and runs on the lane's previous session (its canary must be seen);
+                         may be repeated
   --out DIR              where the files go (default ./first-check.UTCTIME)
   -h, --help             print this help
 
 Exit status: 0 every rollout valid and nothing left behind; 1 a rollout invalid or something left;
-2 usage; 4 environment; 5 the driver failed.
+2 usage; 4 environment; 5 the driver itself failed (a lane or the summary crashed; see the error object);
+130 interrupted.
 EOF
 }
 
+planned=""  # set by every exit the driver means; any other exit (a crash) becomes exit 5 in cleanup
 die() { # exit kind message
+  planned=1
   local msg=${3//\\/\\\\}
   msg=${msg//\"/\\\"}
   printf '{"drums":1,"type":"error","tool":"%s","kind":"%s","exit":%d,"message":"%s"}\n' "$prog" "$2" "$1" "$msg" >&2
@@ -58,19 +68,20 @@ blocks=post_setup,no_reuse,no_reuse,post_setup
 concurrency=1
 limits=2,4G,4096
 interval=200ms
+reset_mode=restore
 out=
-faults=" "
+faults=" " reuses=" "
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
-    --task|--rollouts|--blocks|--concurrency|--limits|--interval|--inject-fault|--out)
+    --task|--rollouts|--blocks|--concurrency|--limits|--interval|--reset|--inject-fault|--out)
       [ $# -ge 2 ] || die 2 usage "$1 needs a value"
       case $1 in
         --task) task=$2 ;; --rollouts) rollouts=$2 ;; --blocks) blocks=$2 ;; --concurrency) concurrency=$2 ;;
-        --limits) limits=$2 ;; --interval) interval=$2 ;; --out) out=$2 ;;
+        --limits) limits=$2 ;; --interval) interval=$2 ;; --out) out=$2 ;; --reset) reset_mode=$2 ;;
         --inject-fault)
-          [[ $2 =~ ^guest-kill@([0-9]+)$ ]] || die 2 usage "--inject-fault $2: expected guest-kill@N"
-          faults+="${BASH_REMATCH[1]} " ;;
+          [[ $2 =~ ^(guest-kill|reuse)@([0-9]+)$ ]] || die 2 usage "--inject-fault $2: expected guest-kill@N or reuse@N"
+          if [ "${BASH_REMATCH[1]}" = reuse ]; then reuses+="${BASH_REMATCH[2]} "; else faults+="${BASH_REMATCH[2]} "; fi ;;
       esac
       shift 2 ;;
     *) die 2 usage "unknown option $1 (see --help)" ;;
@@ -81,25 +92,32 @@ done
 [[ $limits =~ ^([0-9.]+),([0-9]+[KMGT]?),([0-9]+)$ ]] || die 2 usage "--limits $limits: expected CPUS,MEMORY,PIDS like 2,4G,4096"
 cg_args=(--cpus "${BASH_REMATCH[1]}" --memory "${BASH_REMATCH[2]}" --pids "${BASH_REMATCH[3]}")
 IFS=, read -r -a arms <<< "$blocks"
+[ ${#arms[@]} -gt 0 ] || die 2 usage "--blocks: no arm given"
 for a in "${arms[@]}"; do
   case $a in post_setup|drums_post_setup|no_reuse|drums_no_reuse) ;; *) die 2 usage "--blocks: unknown arm $a (post_setup, no_reuse)" ;; esac
 done
+case $reset_mode in restore|pool) ;; *) die 2 usage "--reset $reset_mode: restore or pool" ;; esac
 [ -r "$task" ] || die 2 usage "--task $task: not readable"
 [ "$(id -u)" = 0 ] || die 4 environment "run as root (sessions need namespaces, mounts, cgroups)"
 for t in drums-overlay drums-ns drums-cgroup drums-desktop drums-ready drums-ckpt drums-sweep jq "$py"; do
   command -v "$t" >/dev/null || die 4 environment "$t is not on PATH (build the tools: cargo build --release --workspace)"
 done
+if [ "$reset_mode" = pool ]; then
+  for t in drums-restore drums-reseed flock numfmt; do
+    command -v "$t" >/dev/null || die 4 environment "$t is not on PATH (the pool scripts need it)"
+  done
+fi
 out=${out:-first-check.$(date -u +%Y%m%dT%H%M%SZ)}
-mkdir -p "$out"/{raw,samples,sessions,host,logs,tmp,live} || die 4 environment "cannot make $out"
+mkdir -p "$out"/{raw,samples,sessions,host,pool,logs,tmp,live} || die 4 environment "cannot make $out"
 out=$(cd "$out" && pwd)
-rm -f "$out"/raw/* "$out"/tmp/* "$out"/live/* "$out"/samples/* "$out"/sessions/* "$out"/host/* "$out"/logs/*
+rm -f "$out"/raw/* "$out"/tmp/* "$out"/live/* "$out"/samples/* "$out"/sessions/* "$out"/host/* "$out"/pool/* "$out"/logs/*
 
 # Times are integer microseconds from bash's clock (no fork per reading); records carry seconds.
 now() { printf -v "$1" '%s' "${EPOCHREALTIME/./}"; }
 secs() { if [ "$1" = null ]; then echo null; else printf '%d.%06d' $(($1 / 1000000)) $(($1 % 1000000)); fi; }
 
 # What is running now, so that an interrupted driver removes it: session records in live/, watchers' pids
-# in live/ID.watch, checkpoint records in tmp/ckpt.B.json.
+# in live/ID.watch, checkpoint records in tmp/ckpt.B.json, the checkpoint id of a block's pool in tmp/pool.B.
 destroy() { # RECORD-FILE LOG: destroy the session; its watcher ends by itself after a final sample
   local id; id=$(jq -r .id "$1")
   drums-sweep < "$1" >> "$2" 2>&1
@@ -119,18 +137,31 @@ reap_watchers() { # wait (at most 5 s each) for the watchers of destroyed sessio
   done
 }
 cleanup() {
-  local f
+  local rc=$? f
   # Lanes still running (an interrupted block) stop first, so that they start nothing more.
   [ ${#lane_pids[@]} -gt 0 ] && kill "${lane_pids[@]}" 2>/dev/null && wait "${lane_pids[@]}" 2>/dev/null
   for f in "$out"/live/*.json; do [ -e "$f" ] && destroy "$f" "$out/logs/cleanup.log"; done
+  for f in "$out"/tmp/pool.*; do [ -e "$f" ] && drain_pool "$f" "$out/logs/cleanup.log" > /dev/null; done
   for f in "$out"/tmp/ckpt.*.json; do [ -e "$f" ] && remove_checkpoint "$f"; done
   [ -n "${hostmon:-}" ] && kill "$hostmon" 2>/dev/null
   reap_watchers
+  if [ -z "$planned" ]; then
+    # Not an exit the driver meant: a crash of the driver itself (an unset variable, a failed builtin).
+    planned=1
+    die 5 failed "the driver failed (shell exit $rc); what it held was destroyed, see $out/logs"
+  fi
 }
 lane_pids=()
+driver_failed=""
 trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT TERM
+trap 'planned=1; log "interrupted"; exit 130' INT TERM
 
+drain_pool() { # POOL-FILE LOG: destroy what is still parked in a block's pool, remove its spool; the drain record on stdout
+  "$here/pipelines/pool-drain.sh" --checkpoint "$(cat "$1")" < /dev/null 2>>"$2"
+  local rc=$?
+  rm -f "$1"
+  return $rc
+}
 remove_checkpoint() { # CHECKPOINT-RECORD-FILE: the checkpoint's directory (drums-ckpt made it; nobody else uses it)
   local dir; dir=$(jq -r .dir "$1")
   case $dir in */c-[0-9a-z]*) rm -rf -- "$dir" ;; esac
@@ -179,13 +210,17 @@ rollout() {
   local cur=$out/tmp/lane.$b.$lane.json fresh=$out/tmp/lane.$b.$lane.fresh ckpt=$out/tmp/ckpt.$b.json
   local log=$out/logs/b${b}_r${i}.log tag="block $b $arm rollout $i"
   local t0 t1 t2 fault="" reset_kind destroy_us=null create_us=null reset_us=null setup=0 ckpt_us=null
-  local injected=false sid=null begin='{}' finish='{}' rc
+  local injected="" sid=null begin='{}' finish='{}' rc ckpt_made=false
   : > "$log"
   now t0
   # 1. Reset: the fresh session of external preparation is used as it is; otherwise the lane's previous
   # session is destroyed and a new one made: restored from the block's checkpoint (post_setup), or cold.
   if [ -e "$fresh" ] && [ -s "$cur" ]; then
     reset_kind=fresh; rm -f "$fresh"
+  elif [[ $reuses == *" $g "* ]] && [ -s "$cur" ]; then
+    # Induced fault: no reset at all, as if the revert had reverted nothing; the canary must see it.
+    reset_kind=reused injected=reuse
+    log "$tag: injected fault: no reset, the rollout runs on the lane's previous session"
   else
     rm -f "$fresh"
     if [ -s "$cur" ]; then
@@ -193,7 +228,12 @@ rollout() {
       now t2; destroy_us=$((t2 - t1)); rm -f "$cur"
     fi
     now t1
-    if [ "$arm" = post_setup ] && [ -s "$ckpt" ]; then
+    if [ "$arm" = post_setup ] && [ -s "$out/tmp/pool.$b" ]; then
+      # The pool was filled outside the clock; a take claims a parked sibling, thaws and re-checks it.
+      reset_kind=pool
+      "$here/pipelines/pool-take.sh" --checkpoint "$(cat "$out/tmp/pool.$b")" --wait 10 < /dev/null > "$cur.new" 2>>"$log" ||
+        { fault="reset: pool take failed: $(last_error "$log")"; rm -f "$cur.new"; }
+    elif [ "$arm" = post_setup ] && [ -s "$ckpt" ]; then
       reset_kind=restore
       restore_session "$ckpt" "$log" > "$cur.new" || { fault="reset: restore failed: $(last_error "$log")"; rm -f "$cur.new"; }
     else
@@ -203,8 +243,9 @@ rollout() {
     now t2; create_us=$((t2 - t1)); reset_us=$(( ${destroy_us/null/0} + create_us ))
     [ -s "$cur.new" ] && adopt "$cur.new" "$cur"
   fi
-  # A post_setup rollout on a session not restored does the setup and makes the checkpoint.
-  [ "$arm" = no_reuse ] || [ "$reset_kind" != restore ] && setup=1
+  # A rollout on a new cold session does the setup (and on post_setup makes the checkpoint); a restored
+  # session is set up already, and a reused one is the previous rollout's.
+  case $reset_kind in restore|pool|reused) ;; *) setup=1 ;; esac
   if [ -z "$fault" ]; then
     sid=$(jq -c .id "$cur")
     local url; url=$(jq -r .desktop.guest_url "$cur")
@@ -216,7 +257,7 @@ rollout() {
     # 3. post_setup: checkpoint the set-up session, which keeps running for this rollout.
     if [ -z "$fault" ] && [ "$arm" = post_setup ] && [ $setup = 1 ]; then
       now t1
-      if drums-ckpt --leave-running < "$cur" > "$ckpt.new" 2>>"$log"; then mv "$ckpt.new" "$ckpt"
+      if drums-ckpt --leave-running < "$cur" > "$ckpt.new" 2>>"$log"; then mv "$ckpt.new" "$ckpt"; ckpt_made=true
       else fault="checkpoint: $(last_error "$log")"; rm -f "$ckpt.new"; fi
       now t2; ckpt_us=$((t2 - t1))
     fi
@@ -224,7 +265,7 @@ rollout() {
     if [ -z "$fault" ] && [[ $faults == *" $g "* ]]; then
       local gp; gp=$(jq -r '.desktop.processes[] | select(.role == "guest") | .host_pid' "$cur")
       if [ "$(cat "/proc/$gp/comm" 2>/dev/null)" = drums-guest ]; then
-        kill -KILL "$gp" && injected=true && log "$tag: injected fault: killed the guest (host pid $gp)"
+        kill -KILL "$gp" && injected+="${injected:+,}guest-kill" && log "$tag: injected fault: killed the guest (host pid $gp)"
       else
         log "$tag: cannot inject the fault: host pid $gp is not drums-guest"
       fi
@@ -238,37 +279,40 @@ rollout() {
     fi
   fi
   now t1
-  local cgroup=null restore=null reseed=null
+  local cgroup=null restore=null reseed=null pool_fill=null
   if [ -s "$cur" ]; then
-    cgroup=$(jq -c '.cgroup // null' "$cur"); restore=$(jq -c '.restore.times // null' "$cur"); reseed=$(jq -c '.reseed.total_s // null' "$cur")
+    cgroup=$(jq -c '.cgroup // null' "$cur")
+    # A pool sibling's restore and reseed were the filler's, outside the clock: not parts of this reset.
+    if [ "$reset_kind" = pool ]; then pool_fill=$(jq -c '.pool.fill_s // null' "$cur")
+    else restore=$(jq -c '.restore.times // null' "$cur"); reseed=$(jq -c '.reseed.total_s // null' "$cur"); fi
   fi
   jq -nc --arg arm "drums_$arm" --argjson block "$b" --argjson index "$i" --argjson global "$g" --argjson lane "$lane" \
     --argjson session "$sid" --arg reset_kind "$reset_kind" --argjson reset_s "$(secs "$reset_us")" \
     --argjson destroy_s "$(secs "$destroy_us")" --argjson create_s "$(secs "$create_us")" \
-    --argjson ckpt_s "$(secs "$ckpt_us")" --argjson setup "$setup" --argjson wall_s "$(secs $((t1 - t0)))" \
-    --argjson begin "$begin" --argjson finish "$finish" --arg fault "$fault" --argjson injected "$injected" \
-    --argjson cgroup "$cgroup" --argjson restore "$restore" --argjson reseed "$reseed" --argjson t0 "$(secs "$t0")" '
+    --argjson ckpt_s "$(secs "$ckpt_us")" --argjson ckpt_made "$ckpt_made" --argjson setup "$setup" --argjson wall_s "$(secs $((t1 - t0)))" \
+    --argjson begin "$begin" --argjson finish "$finish" --arg fault "$fault" --arg injected "$injected" \
+    --argjson cgroup "$cgroup" --argjson restore "$restore" --argjson reseed "$reseed" --argjson pool_fill "$pool_fill" --argjson t0 "$(secs "$t0")" '
     {arm: $arm, block: $block, index: $index, rollout: $global, lane: $lane, session: $session, t_start: $t0,
      reset_kind: $reset_kind, reset_s: $reset_s, reset_parts: {destroy_s: $destroy_s, create_s: $create_s,
-       restore_times: $restore, reseed_s: $reseed},
+       restore_times: $restore, reseed_s: $reseed, pool_fill_s: $pool_fill},
      setup_s: (if $setup == 1 then $begin.setup_s else null end),
      checkpoint_s: $ckpt_s,
-     first_rollout_work_s: (if $arm == "drums_post_setup" and $setup == 1 and $ckpt_s != null
-                            then (($begin.setup_s // 0) + $ckpt_s) else null end),
+     first_rollout_work_s: (if $arm == "drums_post_setup" and $setup == 1 and $ckpt_made and $begin.setup_s != null
+                            then ($begin.setup_s + $ckpt_s) else null end),
      action_s: $finish.action_s, evaluation_s: $finish.eval_s, wall_s: $wall_s,
      score: $finish.score, score_before_action: $finish.score_before_action,
      canary: ($begin.canary // null), canary_seen: ($begin.canary_seen // []),
      canary_written: ($finish.canary_written // null),
      guest_wait_s: $begin.wait_s, canary_check_s: $begin.canary_check_s, canary_write_s: $finish.canary_write_s,
      precheck_s: $finish.precheck_s, setup_steps: $begin.setup_steps,
-     fault: (if $fault == "" then null else $fault end), injected_fault: (if $injected then "guest-kill" else null end),
+     fault: (if $fault == "" then null else $fault end), injected_fault: (if $injected == "" then null else $injected end),
      cgroup: $cgroup}' > "$out/raw/b${b}_r${i}.json"
   log "$tag: reset $reset_kind $(secs "$reset_us" | sed 's/null/-/') s, score $(jq -r '.score // "-"' <<< "$finish"), canary $(jq -r '.canary // "-"' <<< "$begin")${fault:+, FAULT: $fault}"
 }
 
 # One block: external preparation (outside the block clock), the rollouts, teardown.
 block() { # BLOCK ARM
-  local b=$1 arm=$2 t0 t1 tp0 tp1 prep_n lane i g fault=""
+  local b=$1 arm=$2 t0 t1 tp0 tp1 tf0 tf1 fill_us=0 prep_n lane i g fault="" pool=null
   local log=$out/logs/block$b.log
   : > "$log"
   log "block $b: $arm, $rollouts rollouts, concurrency $concurrency"
@@ -297,6 +341,25 @@ block() { # BLOCK ARM
       first=$((first + 1))
     done
   fi
+  # --reset pool: once the checkpoint exists, a warm pool of it is filled with one parked sibling per
+  # remaining rollout. External preparation: the block clock and the host telemetry pause meanwhile.
+  if [ "$arm" = post_setup ] && [ "$reset_mode" = pool ] && [ -s "$out/tmp/ckpt.$b.json" ] && [ "$first" -le "$rollouts" ]; then
+    local want=$((rollouts - first + 1)) parked
+    kill -USR1 "$hostmon" 2>/dev/null
+    now tf0
+    jq -r .id "$out/tmp/ckpt.$b.json" > "$out/tmp/pool.$b"
+    "$here/pipelines/pool-fill.sh" --depth "$want" --cgroup "$limits" < "$out/tmp/ckpt.$b.json" > "$out/pool/block$b.fill.jsonl" 2>>"$log"
+    now tf1; fill_us=$((tf1 - tf0))
+    kill -USR2 "$hostmon" 2>/dev/null
+    parked=$(jq -r 'select(.type == "pool_fill") | .depth' "$out/pool/block$b.fill.jsonl" 2>/dev/null | tail -1)
+    [ "$parked" = "$want" ] || fault+="${fault:+; }pool fill: ${parked:-no} of $want siblings parked ($(last_error "$log"))"
+    pool=$(jq -sc --argjson want "$want" --argjson fill_s "$(secs "$fill_us")" \
+      '(map(select(.type == "pool_fill")) | last) as $f |
+       {spool: ($f.pool // null), fill_s: $fill_s, depth_wanted: $want, parked: ($f.depth // null), made: ($f.made // null),
+        failed: ($f.failed // null), stopped: ($f.stopped // null), drain: null}' "$out/pool/block$b.fill.jsonl" 2>/dev/null) ||
+      pool="{\"fill_s\":$(secs "$fill_us"),\"depth_wanted\":$want,\"drain\":null}"
+    log "block $b: pool of $want filled outside the clock in $(secs "$fill_us") s: ${parked:-no} parked"
+  fi
   lane_pids=()
   for ((lane = 0; lane < concurrency; lane++)); do
     (
@@ -306,7 +369,12 @@ block() { # BLOCK ARM
     ) &
     lane_pids+=($!)
   done
-  wait "${lane_pids[@]}"
+  # A lane is a subshell: a crash in it (not a rollout's fault, which is recorded) leaves its remaining
+  # rollouts unrecorded, so it is a block fault and the driver exits 5 after the summary.
+  for ((lane = 0; lane < ${#lane_pids[@]}; lane++)); do
+    wait "${lane_pids[$lane]}" && continue
+    fault="driver: lane $lane of block $b exited $? (see $out/logs)"; driver_failed+="block $b lane $lane; "
+  done
   lane_pids=()
   # Teardown: the sessions the lanes hold.
   now t1
@@ -316,6 +384,12 @@ block() { # BLOCK ARM
     destroy "$f" "$log" || fault="teardown: destroying a session left something (see $log)"
     rm -f "$f" "${f%.json}.fresh"
   done
+  # The pool's leftovers (siblings not taken: a take that failed, a reuse@N), then its spool.
+  if [ -e "$out/tmp/pool.$b" ]; then
+    drain_pool "$out/tmp/pool.$b" "$log" > "$out/pool/block$b.drain.json" ||
+      fault+="${fault:+; }teardown: draining the pool left something (see $log)"
+    pool=$(jq -c --slurpfile d "$out/pool/block$b.drain.json" '.drain = ($d[0] // null | if . then {destroyed, left, spool_removed} else null end)' <<< "$pool")
+  fi
   now t1
   kill -TERM "$hostmon" 2>/dev/null; wait "$hostmon" 2>/dev/null; hostmon=
   reap_watchers
@@ -325,18 +399,27 @@ block() { # BLOCK ARM
     remove_checkpoint "$out/tmp/ckpt.$b.json"
   fi
   jq -nc --argjson block "$b" --arg arm "drums_$arm" --argjson rollouts "$rollouts" --argjson concurrency "$concurrency" \
-    --argjson prep "$(secs $((tp1 - tp0)))" --argjson prep_n "$prep_n" --argjson wall "$(secs $((t1 - t0)))" \
+    --argjson prep "$(secs $((tp1 - tp0 + fill_us)))" --argjson prep_n "$prep_n" --argjson wall "$(secs $((t1 - t0 - fill_us)))" \
+    --arg reset "$([ "$arm" = post_setup ] && echo "$reset_mode" || echo recreate)" --argjson pool "$pool" \
+    --argjson made "$(jq -r '.made // 0' <<< "$pool" 2>/dev/null || echo 0)" \
     --argjson teardown "$(secs $((t1 - td0)))" --argjson t0 "$(secs "$t0")" --argjson ckpt "$ckpt" --arg fault "$fault" \
     '{block: $block, arm: $arm, rollouts: $rollouts, concurrency: $concurrency, t_start: $t0, wall_s: $wall,
-      external_prep_s: $prep, external_prep_sessions: $prep_n, teardown_s: $teardown, checkpoint: $ckpt,
+      reset: $reset, external_prep_s: $prep, external_prep_sessions: ($prep_n + $made), pool: $pool,
+      teardown_s: $teardown, checkpoint: $ckpt,
       fault: (if $fault == "" then null else $fault end)}' > "$out/raw/block$b.json"
 }
 
-log "task $task, blocks $blocks, $rollouts rollouts per block, concurrency $concurrency, limits $limits, tools $(dirname "$(command -v drums-ns)")"
+log "task $task, blocks $blocks, $rollouts rollouts per block, concurrency $concurrency, limits $limits, post_setup reset $reset_mode, tools $(dirname "$(command -v drums-ns)")"
 now run0
 for b in "${!arms[@]}"; do
   block "$b" "${arms[$b]#drums_}"
 done
 now run1
 "$py" "$here/pipelines/first_check_report.py" summarize --out "$out" --task "$task" --limits "$limits" \
-  --concurrency "$concurrency" --blocks "$blocks" --run-s "$(secs $((run1 - run0)))" --tools "$(dirname "$(command -v drums-ns)")"
+  --concurrency "$concurrency" --blocks "$blocks" --reset "$reset_mode" --run-s "$(secs $((run1 - run0)))" --tools "$(dirname "$(command -v drums-ns)")"
+rc=$?
+# The summary's own answer is 0 or 1; anything else is the summary helper failing, not a rollout.
+[ $rc -le 1 ] || die 5 failed "summarizing failed (first_check_report.py exited $rc); the rollout records are in $out/raw"
+[ -z "$driver_failed" ] || die 5 failed "the driver failed in ${driver_failed%; } (a lane crashed; its remaining rollouts are not recorded)"
+planned=1
+exit "$rc"

@@ -7,6 +7,7 @@
               OUT/host/; writes OUT/rollouts.jsonl, blocks.jsonl, summary.json, report.txt, reset_times.png;
               prints the records as JSON Lines on stdout and the table on stderr. Exit 0 when every rollout
               is valid and nothing of the run is left on the machine, else 1.
+Exit 5 when the helper itself fails (a traceback on stderr): the driver then exits 5, not 1.
 
 The summary computes no verdict: it counts, sums and lists. The one ratio between arms is named
 ..._NOT_A_CLAIM. There is no price: the price field is a placeholder and no cost is computed.
@@ -33,21 +34,39 @@ def mem_used():
 
 
 def hostmon():
-    stop = []
+    """SIGTERM stops it. SIGUSR1 pauses it and SIGUSR2 resumes it: what the machine does in between (the
+    driver's external preparation inside a block) is left out of the CPU figures and the memory samples."""
+    stop, paused = [], {"at": None, "s": 0.0, "busy": 0.0, "all": 0.0}
+    def pause(*_):
+        if paused["at"] is None:
+            paused["at"], paused["cpu"] = time.time(), cpu_times()
+    def resume(*_):
+        if paused["at"] is not None:
+            b, a = cpu_times()
+            paused["s"] += time.time() - paused["at"]
+            paused["busy"] += b - paused["cpu"][0]
+            paused["all"] += a - paused["cpu"][1]
+            paused["at"] = None
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGUSR1, pause)
+    signal.signal(signal.SIGUSR2, resume)
     t0, (busy0, all0), (used0, total) = time.time(), cpu_times(), mem_used()
     load0 = open("/proc/loadavg").read().split()[:3]
     peak, n = used0, 1
     while not stop:
         time.sleep(0.25)
-        peak, n = max(peak, mem_used()[0]), n + 1
+        if paused["at"] is None:
+            peak, n = max(peak, mem_used()[0]), n + 1
+    resume()
     busy1, all1 = cpu_times()
+    busy, cpu_all = busy1 - busy0 - paused["busy"], all1 - all0 - paused["all"]
     used1 = mem_used()[0]
     print(json.dumps({
         "scope": "host-wide: every process on the machine, not only this run's",
-        "seconds": round(time.time() - t0, 3), "cpus": os.cpu_count(),
-        "cpu_busy_s": round(busy1 - busy0, 2), "cpu_total_s": round(all1 - all0, 2),
-        "cpu_busy_fraction": round((busy1 - busy0) / (all1 - all0), 3) if all1 > all0 else None,
+        "seconds": round(time.time() - t0 - paused["s"], 3), "cpus": os.cpu_count(),
+        "paused_s": round(paused["s"], 3), "paused_for": "external preparation inside the block (left out of every figure)",
+        "cpu_busy_s": round(busy, 2), "cpu_total_s": round(cpu_all, 2),
+        "cpu_busy_fraction": round(busy / cpu_all, 3) if cpu_all > 0 else None,
         "mem_total_mib": round(total / MIB, 1), "mem_used_start_mib": round(used0 / MIB, 1),
         "mem_used_end_mib": round(used1 / MIB, 1), "mem_used_peak_mib": round(max(peak, used1) / MIB, 1),
         "mem_samples": n + 1, "mem_method": "MemTotal - MemAvailable every 0.25 s",
@@ -70,15 +89,24 @@ def session_telemetry(path):
     def peak(k, scale=1):
         v = [x[k] for x in s if x.get(k) is not None]
         return round(max(v) / scale, 3) if v else None
+    # Figure: (sample field, scale).
+    fields = {"memory_peak_mib_kernel": ("memory_peak_bytes", MIB), "memory_current_max_mib": ("memory_current_bytes", MIB),
+              "cpu_usage_s": ("cpu_usage_ns", 1e9), "cpu_throttled_s": ("cpu_throttled_ns", 1e9),
+              # pids.peak where the kernel keeps it (null otherwise, why_null says so); the highest sampled
+              # pids.current beside it, under its own name: a sampled maximum is not the kernel's peak.
+              "tasks_peak": ("tasks_peak", 1), "tasks_max_sampled": ("tasks", 1), "processes_max": ("processes", 1),
+              "memory_limit_hits": ("memory_limit_hits", 1), "memsw_limit_hits": ("memsw_limit_hits", 1), "oom_kills": ("oom_kills", 1)}
+    t = {"samples": len(s), "final_sample": any(x.get("final") for x in s)}
+    t.update({k: peak(f, scale) for k, (f, scale) in fields.items()})
+    # The reasons of the figures that stayed null only: a sample taken as the session went (its cgroup
+    # gone) has reasons for figures that earlier samples gave.
     why = {}
-    for x in s:
-        why.update(x.get("why_null") or {})
-    return {"samples": len(s), "final_sample": any(x.get("final") for x in s),
-            "memory_peak_mib_kernel": peak("memory_peak_bytes", MIB), "memory_current_max_mib": peak("memory_current_bytes", MIB),
-            "cpu_usage_s": peak("cpu_usage_ns", 1e9), "cpu_throttled_s": peak("cpu_throttled_ns", 1e9),
-            "tasks_peak": peak("tasks_peak") or peak("tasks"), "processes_max": peak("processes"),
-            "memory_limit_hits": peak("memory_limit_hits"), "memsw_limit_hits": peak("memsw_limit_hits"),
-            "oom_kills": peak("oom_kills"), "why_null": why or None}
+    for k, (f, _) in fields.items():
+        if t[k] is None:
+            r = [x["why_null"][f] for x in s if (x.get("why_null") or {}).get(f)]
+            why[k] = r[0] if r else "no sample" if not s else "no sample gave it"
+    t["why_null"] = why or None
+    return t
 
 
 def span(v):
@@ -108,8 +136,10 @@ def summarize(a):
     for r in rollouts:
         valid = r["fault"] is None and r["canary"] == "clean" and r["score"] is not None
         r["valid"] = valid
-        if r["fault"] is None and r["canary"] not in (None, "clean"):
-            r["fault"] = "interference: the canary of an earlier rollout was seen: " + "; ".join(r["canary_seen"])
+        if r["canary"] not in (None, "clean"):
+            # Interference first: a fault that follows from it (a task already done) is kept after it.
+            r["fault"] = "interference: the canary of an earlier rollout was seen: " + "; ".join(r["canary_seen"]) \
+                + (f"; {r['fault']}" if r["fault"] else "")
         r["telemetry"] = session_telemetry(f"{out}/samples/{r['session']}.jsonl") if r["session"] else None
     blocks = [json.load(open(p)) for p in sorted(glob.glob(f"{out}/raw/block*.json"), key=lambda p: int(p.split("block")[-1][:-5]))]
     for b in blocks:
@@ -119,8 +149,16 @@ def summarize(a):
         b["faults"] = [{"rollout": r["rollout"], "index": r["index"], "fault": r["fault"]} for r in rs if r["fault"]]
         if b["fault"]:
             b["faults"].append({"rollout": None, "index": None, "fault": b["fault"]})
+        if len(rs) < b["rollouts"]:
+            b["faults"].append({"rollout": None, "index": None,
+                                "fault": f"{b['rollouts'] - len(rs)} of {b['rollouts']} rollout records are missing (the driver failed mid-rollout)"})
         b["canary"] = ["clean" if r["canary"] == "clean" else r["canary"] for r in rs]
-        b["first_rollout_work_s"] = total([r["first_rollout_work_s"] for r in rs]) or 0.0
+        b["first_rollout_work_s"] = total([r["first_rollout_work_s"] for r in rs])
+        b["why_null"] = None
+        if b["first_rollout_work_s"] is None:
+            b["why_null"] = {"first_rollout_work_s": (
+                "not applicable: drums_no_reuse makes no checkpoint, every rollout does the setup"
+                if b["arm"] == "drums_no_reuse" else "not measured: no rollout of the block did the setup and the checkpoint")}
         b["host"] = json.load(open(host)) if os.path.exists(host) and os.path.getsize(host) else None
         cg = [r["cgroup"] for r in rs if r["cgroup"]]
         tel = [r["telemetry"] for r in rs if r["telemetry"]]
@@ -130,35 +168,43 @@ def summarize(a):
             "limits_applied_every_session": all(c.get("applied") for c in cg) if cg else None,
             "memory_peak_mib_kernel": span([t["memory_peak_mib_kernel"] for t in tel]),
             "cpu_usage_s": span([t["cpu_usage_s"] for t in tel]),
-            "tasks_peak": span([t["tasks_peak"] for t in tel]), "processes_max": span([t["processes_max"] for t in tel]),
+            "tasks_peak": span([t["tasks_peak"] for t in tel]), "tasks_max_sampled": span([t["tasks_max_sampled"] for t in tel]),
+            "processes_max": span([t["processes_max"] for t in tel]),
             "oom_kills": total([t["oom_kills"] for t in tel]), "memory_limit_hits": total([t["memory_limit_hits"] for t in tel]),
             "samples": sum(t["samples"] for t in tel)}
     arms = {}
     for arm in dict.fromkeys(b["arm"] for b in blocks):
         bs = [b for b in blocks if b["arm"] == arm]
         rs = [r for r in rollouts if r["arm"] == arm]
-        resets = [r["reset_s"] for r in rs if r["reset_kind"] in ("restore", "recreate")]
+        resets = [r["reset_s"] for r in rs if r["reset_kind"] in ("restore", "pool", "recreate")]
         arms[arm] = {
             "blocks": [b["block"] for b in bs], "rollouts": len(rs), "valid": sum(r["valid"] for r in rs),
             "faults": sum(len(b["faults"]) for b in bs), "canary_clean": sum(r["canary"] == "clean" for r in rs),
             "scores": [r["score"] for r in rs], "wall_s": total([b["wall_s"] for b in bs]),
-            "first_rollout_work_s": total([b["first_rollout_work_s"] for b in bs]) or 0.0,
+            "first_rollout_work_s": total([b["first_rollout_work_s"] for b in bs]),
             "external_prep_s": total([b["external_prep_s"] for b in bs]),
             "reset_s_per_rollout": [{"block": r["block"], "index": r["index"], "kind": r["reset_kind"], "reset_s": r["reset_s"]} for r in rs],
             "reset_s_by_revert_or_recreate": {"n": len(resets), "min": min(resets) if resets else None,
                                               "max": max(resets) if resets else None,
                                               "mean": round(sum(resets) / len(resets), 3) if resets else None},
             "host_cpu_busy_s": [b["host"]["cpu_busy_s"] if b["host"] else None for b in bs]}
+        arms[arm]["why_null"] = {k: v for b in bs for k, v in (b["why_null"] or {}).items() if arms[arm].get(k) is None} or None
     ids = [r["session"] for r in rollouts if r["session"]] + [os.path.basename(p)[:-6] for p in glob.glob(f"{out}/samples/*.jsonl")]
+    # Every sibling a pool filler parked, taken or not, and the spools themselves.
+    for p in glob.glob(f"{out}/pool/*.fill.jsonl"):
+        ids += [x["session"] for x in read_jsonl(p) if x.get("type") == "pool_parked" and x.get("session")]
     left = leftovers(sorted(set(ids))) + [p for p in glob.glob(f"{out}/live/*")]
+    left += [b["pool"]["spool"] for b in blocks if b.get("pool") and b["pool"].get("spool") and os.path.exists(b["pool"]["spool"])]
     ckpts = [b["checkpoint"]["id"] for b in blocks if b["checkpoint"]]
     ckpt_root = os.environ.get("DRUMS_CHECKPOINT_DIR", "/var/lib/drums/checkpoints")
     left += [os.path.join(ckpt_root, c) for c in ckpts if os.path.exists(os.path.join(ckpt_root, c))]
     names = list(arms)
-    ratio = None
-    if len(names) == 2 and arms[names[1]]["wall_s"]:
-        ratio = round((arms[names[0]]["wall_s"] + (arms[names[0]]["external_prep_s"] or 0)) /
-                      (arms[names[1]]["wall_s"] + (arms[names[1]]["external_prep_s"] or 0)), 3)
+    ratio, ratio_why = None, None
+    parts = [arms[n][k] for n in names for k in ("wall_s", "external_prep_s")] if len(names) == 2 else [None]
+    if None not in parts and parts[2] + parts[3] > 0:
+        ratio = round((parts[0] + parts[1]) / (parts[2] + parts[3]), 3)
+    else:
+        ratio_why = "the run has not exactly two arms" if len(names) != 2 else "a wall or external preparation figure of an arm is null or zero"
     try:
         commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip() or None
@@ -172,10 +218,14 @@ def summarize(a):
         "task": {"id": task.get("id"), "file": os.path.abspath(a.task)},
         "design": {"blocks": a.blocks.split(","), "order": "as given (default ABBA)", "rollouts_per_block": max([b["rollouts"] for b in blocks] or [0]),
                    "concurrency": a.concurrency, "limits_requested": a.limits,
-                   "arms": {"drums_post_setup": "block's first rollout: setup on a cold session, checkpoint (drums-ckpt --leave-running); later rollouts: restore, reseed, ready (pipelines/restore.sh), no setup",
+                   "post_setup_reset": a.reset,
+                   "arms": {"drums_post_setup": "block's first rollout: setup on a cold session, checkpoint (drums-ckpt --leave-running); later rollouts: "
+                            + ("take a parked sibling from a warm pool of the checkpoint (pipelines/pool-take.sh; restored, reseeded and ready before, by pipelines/pool-fill.sh outside the block clock), no setup"
+                               if a.reset == "pool" else "restore, reseed, ready (pipelines/restore.sh), no setup"),
                             "drums_no_reuse": "a cold session per rollout, destroyed at the next reset; setup every rollout"},
-                   "reset": "destroy of the previous session plus the new one ready (restore or cold); a block's first rollout starts on a session made by external preparation and has no reset (null)",
-                   "external_prep": "sessions made before the block clock starts (outside wall_s), as a pool would",
+                   "reset": "destroy of the previous session plus the new one ready (restore, pool take or cold); a block's first rollout starts on a session made by external preparation and has no reset (null)",
+                   "external_prep": "sessions made before the block clock starts (outside wall_s), as a pool would"
+                                     + ("; with the pool reset also the pool fill, during which the block clock and host telemetry pause" if a.reset == "pool" else ""),
                    "canary": "each rollout writes a marker in its session after evaluation; each rollout checks, before setup, that no marker is present"},
         "host": {"cpus": os.cpu_count(), "kernel": platform.release(), "mem_total_mib": round(mem_used()[1] / MIB), "shared": "host-wide figures include other work on the machine"},
         "tools": a.tools, "commit": commit, "run_s": a.run_s, "at": int(time.time()),
@@ -183,7 +233,7 @@ def summarize(a):
         "canary_clean_every_block": all(all(c == "clean" for c in b["canary"]) for b in blocks),
         "arms": arms,
         "raw_ratio_first_over_second_arm_wall_with_prep_NOT_A_CLAIM": ratio,
-        "raw_ratio_arms": names,
+        "raw_ratio_arms": names, "raw_ratio_why_null": ratio_why,
         "prices": {"placeholder": True, "usd_per_hour": None, "note": "not a price; no cost, cost per valid or valid per hour is computed"},
         "left_on_machine": left,
     }
@@ -203,7 +253,8 @@ def summarize(a):
     open(f"{out}/report.txt", "w").write(text)
     sys.stderr.write(text)
     chart(rollouts, f"{out}/reset_times.png")
-    return 0 if summary["valid"] == summary["rollouts"] and not left else 1
+    missing = sum(b["rollouts"] for b in blocks) - len(rollouts)
+    return 0 if summary["valid"] == summary["rollouts"] and not missing and not left else 1
 
 
 def fmt(v, w=6, p=2):
@@ -324,13 +375,20 @@ def main():
     s.add_argument("--limits", default=None)
     s.add_argument("--concurrency", type=int, default=1)
     s.add_argument("--blocks", default="")
+    s.add_argument("--reset", default="restore", choices=["restore", "pool"])
     s.add_argument("--run-s", type=float, default=None)
     s.add_argument("--tools", default=None)
     a = p.parse_args()
-    if a.cmd == "hostmon":
-        hostmon()
-        return 0
-    return summarize(a)
+    try:
+        if a.cmd == "hostmon":
+            hostmon()
+            return 0
+        return summarize(a)
+    except Exception:
+        # Not an answer about the rollouts: the helper failed (exit 5, as drums(7) has it).
+        import traceback
+        traceback.print_exc()
+        return 5
 
 
 if __name__ == "__main__":

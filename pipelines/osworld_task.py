@@ -16,7 +16,7 @@ Two phases, so that the driver can checkpoint or inject a fault between them:
   begin   wait for the guest (GET /terminal and /screenshot answer 200, as SetupController waits), check the
           interference canary, and with --setup run the task's config steps
   finish  score before the action, one observation (GET /screenshot), the agent's steps, the evaluation,
-          then write the canary marker
+          then write the canary marker and read it back (a marker not in place is a fault)
 Each prints one JSON object on stdout: the phase's seconds, results, and `fault` (null, or what failed).
 Exit 0; 5 when a fault stopped the phase (the object says which step); 3 for a task outside the subset.
 
@@ -196,14 +196,34 @@ def finish(a, task, out):
     out["score"] = evaluate(a.url, task)
     out["eval_s"] = round(time.monotonic() - t, 4)
     t = time.monotonic()
-    files = " ".join(CANARY_FILES)
-    execute(a.url, "/execute", f"for f in {files}; do echo {shlex.quote(a.marker)} > $f; done", True)
-    out["canary_written"] = a.marker
+    canary_error = write_canary(a.url, a.marker)
+    out["canary_written"] = None if canary_error else a.marker
     out["canary_write_s"] = round(time.monotonic() - t, 4)
+    faults = []
     if agent_error:
         # The scripted agent's steps are known to work, so a failing step is the environment's fault.
         # OSWorld would only score it: the score is kept, and the rollout is marked.
-        raise Fault(f"action: the scripted agent's step {agent_error}")
+        faults.append(f"action: the scripted agent's step {agent_error}")
+    if canary_error:
+        # A marker that is not there cannot be seen by the next rollout: its clean canary would prove nothing.
+        faults.append(f"canary: {canary_error}")
+    if faults:
+        raise Fault("; ".join(faults))
+
+
+def write_canary(url, marker):
+    """Write the marker to every canary file, then read each back in a second request; None when every
+    file holds exactly the marker, else what went wrong."""
+    q = shlex.quote(marker)
+    r = execute(url, "/execute", "set -e; " + "; ".join(f"printf '%s\\n' {q} > {f}" for f in CANARY_FILES), True)
+    if r.get("returncode") != 0:
+        err = (r.get("error") or "").strip().splitlines()
+        return f"writing the marker exited {r.get('returncode')}" + (f": {err[-1][:300]}" if err else "")
+    for f in CANARY_FILES:
+        r = execute(url, "/execute", f"cat {f}", True)
+        if r.get("returncode") != 0 or r.get("output") != marker + "\n":
+            return f"the marker read back from {f} is {r.get('output')!r} (exit {r.get('returncode')}), not what was written"
+    return None
 
 
 def main():
