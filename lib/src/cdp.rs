@@ -12,7 +12,7 @@ use tungstenite::{Message, WebSocket};
 pub struct Cdp {
     ws: WebSocket<TcpStream>,
     next_id: u64,
-    /// Events received while waiting for replies, oldest first.
+    /// Events and replies received while waiting for something else, oldest first.
     pending: Vec<Value>,
 }
 
@@ -79,6 +79,13 @@ impl Cdp {
 
     /// Send a command (to a flattened target session when `session` is given) and wait for its reply.
     pub fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Result<Value> {
+        let id = self.send(session, method, params)?;
+        self.reply(id, method)
+    }
+
+    /// Send a command without waiting; its reply is taken later with `reply`. Chromium answers commands
+    /// as they finish, not in order, so several can be under way at once.
+    pub fn send(&mut self, session: Option<&str>, method: &str, params: Value) -> Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -86,18 +93,26 @@ impl Cdp {
             msg["sessionId"] = json!(s);
         }
         self.ws.send(Message::text(msg.to_string())).map_err(|e| Error::failed(format!("DevTools {method}: {e}")))?;
-        loop {
-            let v = self.read()?;
-            if v.get("id").and_then(Value::as_u64) == Some(id) {
-                if let Some(err) = v.get("error") {
-                    return Err(Error::failed(format!("DevTools {method}: {err}")));
+        Ok(id)
+    }
+
+    /// The reply to command `id` (sent as `method`), keeping what else arrives meanwhile.
+    pub fn reply(&mut self, id: u64, method: &str) -> Result<Value> {
+        let is_it = |v: &Value| v.get("id").and_then(Value::as_u64) == Some(id);
+        let v = match self.pending.iter().position(is_it) {
+            Some(i) => self.pending.remove(i),
+            None => loop {
+                let v = self.read()?;
+                if is_it(&v) {
+                    break v;
                 }
-                return Ok(v["result"].clone());
-            }
-            if v.get("method").is_some() {
                 self.pending.push(v);
-            }
+            },
+        };
+        if let Some(err) = v.get("error") {
+            return Err(Error::failed(format!("DevTools {method}: {err}")));
         }
+        Ok(v["result"].clone())
     }
 
     /// Wait for an event (`method`, on `session` when given), taking it from those already received first.
@@ -112,9 +127,7 @@ impl Cdp {
             if matches(&v) {
                 return Ok(v);
             }
-            if v.get("method").is_some() {
-                self.pending.push(v);
-            }
+            self.pending.push(v);
         }
         Err(Error::failed(format!("DevTools: no {method} within {timeout:?}")))
     }
