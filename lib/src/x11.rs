@@ -33,11 +33,12 @@ pub fn connect(display: u32) -> Result<Display> {
     Ok(Display { conn, root, width, height })
 }
 
-/// A screenshot as 8-bit RGB.
+/// A screenshot as the X server sent it: 32 bits per pixel, blue, green, red, unused. Kept that way
+/// because the readiness rule only compares pixels; RGB is made only for a PNG.
 pub struct Shot {
     pub width: u32,
     pub height: u32,
-    pub rgb: Vec<u8>,
+    pub bgrx: Vec<u8>,
 }
 
 impl Display {
@@ -57,13 +58,7 @@ impl Display {
         if src.len() < n * 4 {
             return Err(Error::failed(format!("X GetImage returned {} bytes for {n} pixels: only 24/32-bit displays are supported", src.len())));
         }
-        let mut rgb = vec![0u8; n * 3];
-        for (s, d) in src.chunks_exact(4).zip(rgb.chunks_exact_mut(3)) {
-            d[0] = s[2];
-            d[1] = s[1];
-            d[2] = s[0];
-        }
-        Ok(Shot { width: self.width as u32, height: self.height as u32, rgb })
+        Ok(Shot { width: self.width as u32, height: self.height as u32, bgrx: src[..n * 4].to_vec() })
     }
 
     fn atom(&self, name: &str) -> Result<x::Atom> {
@@ -105,8 +100,19 @@ impl Shot {
         if n == 0 {
             return 0.0;
         }
-        let changed = self.rgb.chunks_exact(3).filter(|p| p != &blank).count();
+        // Whole pixels as words, the unused byte masked off: several times faster than byte triples.
+        let blank = u32::from_le_bytes([blank[2], blank[1], blank[0], 0]);
+        let changed = self.bgrx.chunks_exact(4).filter(|p| u32::from_le_bytes([p[0], p[1], p[2], p[3]]) & 0x00ff_ffff != blank).count();
         changed as f64 / n as f64
+    }
+
+    /// The pixels as 8-bit RGB.
+    pub fn rgb(&self) -> Vec<u8> {
+        let mut rgb = Vec::with_capacity(self.bgrx.len() / 4 * 3);
+        for p in self.bgrx.chunks_exact(4) {
+            rgb.extend_from_slice(&[p[2], p[1], p[0]]);
+        }
+        rgb
     }
 
     pub fn save_png(&self, path: &Path) -> Result<()> {
@@ -116,7 +122,21 @@ impl Shot {
         enc.set_depth(png::BitDepth::Eight);
         enc.set_compression(png::Compression::Fast);
         let mut w = enc.write_header().map_err(|e| Error::failed(format!("{}: png: {e}", path.display())))?;
-        w.write_image_data(&self.rgb).map_err(|e| Error::failed(format!("{}: png: {e}", path.display())))?;
+        w.write_image_data(&self.rgb()).map_err(|e| Error::failed(format!("{}: png: {e}", path.display())))?;
         w.finish().map_err(|e| Error::failed(format!("{}: png: {e}", path.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changed_pixels_are_counted_on_colour_alone() {
+        // Four pixels: blank (the unused byte set, which must not count), blank, red, a blue-ish one.
+        let bgrx = vec![0x30, 0x20, 0x10, 0xff, 0x30, 0x20, 0x10, 0x00, 0x00, 0x00, 0xff, 0x00, 0x31, 0x20, 0x10, 0x00];
+        let shot = Shot { width: 2, height: 2, bgrx };
+        assert_eq!(shot.changed_fraction([0x10, 0x20, 0x30]), 0.5);
+        assert_eq!(&shot.rgb()[..6], &[0x10, 0x20, 0x30, 0x10, 0x20, 0x30]);
     }
 }
