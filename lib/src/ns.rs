@@ -4,7 +4,7 @@
 //! then forks the future PID 1, which waits on a pipe. The parent ledgers that process, builds the veth
 //! pair, and only then tells it to go on: a creator killed at any point leaves either nothing or a
 //! ledgered init (an init whose go-pipe closes without a message exits by itself). The init then makes
-//! its mounts private, pivots into the overlay, mounts /proc, /dev, /dev/pts, /dev/shm, /tmp and /run,
+//! its mounts private, pivots into the overlay, mounts /proc, fills its own /dev, mounts /dev/pts, /dev/shm and /tmp,
 //! detaches the old root, sets the hostname, calls setsid, closes every descriptor and re-executes
 //! `drums-ns init` from the new root, so that nothing it holds points into the host's file system
 //! (CRIU refuses such a tree).
@@ -172,8 +172,14 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
     // /proc before the old root goes: the other order failed with CRIU (see docs).
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), nosuid, None::<&str>).map_err(|x| e("mount", &"/proc", x))?;
-    mount(Some("tmpfs"), "/dev", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_STRICTATIME, Some("mode=0755,size=65536k"))
-        .map_err(|x| e("mount", &"/dev", x))?;
+    // /dev, /run and /var/lib/drums are the session's own empty directories (drums-overlay made them
+    // opaque): nothing of the host's shows there, and no tmpfs is needed for that (see overlay::OWN_DIRS).
+    for d in crate::overlay::OWN_DIRS {
+        let p = Path::new("/").join(d);
+        if std::fs::read_dir(&p).map_err(|x| format!("read {}: {x}", p.display()))?.next().is_some() {
+            return Err(format!("{} is not empty: the root was not made by drums-overlay create", p.display()));
+        }
+    }
     for (name, major, minor) in [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)] {
         let p = format!("/dev/{name}");
         mknod(p.as_str(), SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), makedev(major, minor)).map_err(|x| e("mknod", &p, x))?;
@@ -190,11 +196,6 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
         std::os::unix::fs::symlink(target, link).map_err(|x| format!("symlink {link}: {x}"))?;
     }
     mount(Some("tmpfs"), "/tmp", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=1777")).map_err(|x| e("mount", &"/tmp", x))?;
-    // The host's /run and Drums' own state (other sessions' checkpoints) are not the session's business.
-    mount(Some("tmpfs"), "/run", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=0755")).map_err(|x| e("mount", &"/run", x))?;
-    if Path::new("/var/lib/drums").is_dir() {
-        mount(Some("tmpfs"), "/var/lib/drums", Some("tmpfs"), nosuid, Some("mode=0755,size=1m")).map_err(|x| e("mount", &"/var/lib/drums", x))?;
-    }
     umount2(&*format!("/{OLD_ROOT}"), MntFlags::MNT_DETACH).map_err(|x| e("detach the old root", &OLD_ROOT, x))?;
     let _ = std::fs::remove_dir(format!("/{OLD_ROOT}"));
 
