@@ -188,6 +188,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     let mut failures = vec![];
     let mut dump_s = 0.0;
     for attempt in 1..=DUMP_ATTEMPTS {
+        crate::cli::progress("drums-ckpt", &format!("{}: criu dump, attempt {attempt}/{DUMP_ATTEMPTS}", session.id));
         clear_dir(&images)?;
         clear_dir(&layer)?;
         let t0 = Instant::now();

@@ -68,6 +68,9 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
         if failed.is_empty() || start.elapsed() >= opts.timeout {
             break;
         }
+        if polls % 25 == 0 {
+            crate::cli::progress("drums-ready", &format!("{}: waiting for {} ({:.1} s)", session.id, failed.join(" and "), start.elapsed().as_secs_f64()));
+        }
         std::thread::sleep(opts.interval);
     }
     let ready = failed.is_empty();

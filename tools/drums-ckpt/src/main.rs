@@ -25,8 +25,9 @@ fn main() {
         let sessions = cli::read_sessions(a.input.as_deref())?;
         cli::require_root()?;
         for s in sessions {
-            let c = drums::ckpt::checkpoint(&s, &drums::ckpt::CkptOptions { leave_running: a.leave_running, clean: a.clean })?;
-            cli::emit(&c)?;
+            let c = drums::ckpt::checkpoint(&s, &drums::ckpt::CkptOptions { leave_running: a.leave_running, clean: a.clean });
+            cli::progress_done();
+            cli::emit(&c?)?;
         }
         Ok(())
     })

@@ -57,6 +57,7 @@ fn main() {
                 not_ready.push(format!("{} ({})", s.id, r.failed.join(", ")));
             }
             s.ready = Some(r);
+            cli::progress_done();
             drums::session_io::emit_session(&s)?;
         }
         if not_ready.is_empty() {

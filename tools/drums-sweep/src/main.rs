@@ -87,8 +87,11 @@ fn main() {
         }
         let _lock = destroy::sweep::lock(false, !a.dry_run)?;
         let mut left = 0;
-        for d in &dirs {
-            let rep = destroy::destroy(d, &opts)?;
+        for (i, d) in dirs.iter().enumerate() {
+            drums::cli::progress("drums-sweep", &format!("destroying {}/{}: {}", i + 1, dirs.len(), d.display()));
+            let rep = destroy::destroy(d, &opts);
+            drums::cli::progress_done();
+            let rep = rep?;
             if !rep.clean() || (a.dry_run && !rep.planned.is_empty()) {
                 left += 1;
             }
