@@ -32,6 +32,8 @@ raw() {
     for f in cpu.cfs_quota_us cpu.cfs_period_us memory.limit_in_bytes memory.memsw.limit_in_bytes pids.max cpu.max memory.max memory.swap.max; do
       [ -e "$p/$f" ] && out raw "$f $(cat "$p/$f")"
     done
+    # v2 only (v1 has no such file): what the drums parent passes down, enabled by drums-cgroup itself.
+    [ -e "${p%/*}/cgroup.subtree_control" ] && out parent-subtree-control "[$(cat "${p%/*}/cgroup.subtree_control")]"
   done
 }
 ledger_dump() { while read -r l; do out "ledger-$1" "$l"; done < "$ledger"; }

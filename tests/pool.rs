@@ -207,7 +207,17 @@ fn warm_pool() {
     let fifth: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert!(!ids.contains(&fifth["id"].as_str().unwrap()));
 
-    // Uniqueness was established before parking: two taken siblings differ in everything.
+    // Uniqueness was established before parking, as the restore path's clone-hygiene test proves it: every
+    // taken sibling had its page moved into a renderer forked after the restore, and every wipe-on-fork
+    // range the checkpoint recorded zeroed (a range is skipped only when its process is missing) ...
+    let wipe_ranges = ckpt["wipe"].as_array().expect("the checkpoint's wipe-on-fork ranges").len();
+    assert!(wipe_ranges > 0, "the checkpoint recorded no wipe-on-fork range: {}", ckpt["wipe"]);
+    for r in taken.iter().chain([&fifth]) {
+        let rs = &r["reseed"];
+        assert_eq!(rs["browser"]["renderer_renewed"], true, "{}: {rs}", r["id"]);
+        assert_eq!(rs["wiped_ranges"].as_u64(), Some(wipe_ranges as u64), "{}: not every wipe-on-fork range was zeroed: {rs}", r["id"]);
+    }
+    // ... and two taken siblings differ in everything.
     let (a, b) = (probe(&taken[0], &ckpt), probe(&taken[1], &ckpt));
     assert_ne!(a.hostname, b.hostname, "hostname");
     assert_ne!(a.mac, b.mac, "MAC");

@@ -679,3 +679,53 @@ fn expired_time_to_live_is_an_orphan() {
     assert_swept(code, &r, &err, &[h.tag()]);
     assert_eq!(leftovers(&h), Vec::<String>::new(), "{r}");
 }
+
+/// A warm pool's spool directory made by hand (drums-pool(7)); removed when dropped.
+struct Spool(PathBuf);
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        // As pool-drain.sh does: the pools root goes with its last spool (others' spools keep it).
+        let _ = std::fs::remove_dir(drums::state::pools_root());
+    }
+}
+
+/// A parked session (drums-pool(7)) is kept while a pool's ready/ holds its record, though its filler (its
+/// owner) is gone; once the record is gone nobody can take it, and after the grace period it is an orphan.
+#[test]
+fn a_parked_session_without_its_pool_record_is_an_orphan() {
+    require_root();
+    let _l = session_lock();
+    let filler = dead_owner();
+    let mut h = Hand::with_owner(2, filler.clone());
+    Ledger::open(&h.dir).unwrap().append(&drums::ledger::Entry::Phase { t: drums::state::now(), phase: "parked".into(), by: filler }).unwrap();
+    let spool = Spool(drums::state::pools_root().join(format!("c-{}", h.tag())));
+    let ready = spool.0.join("ready");
+    std::fs::create_dir_all(&ready).unwrap();
+    let parked_ms = (drums::state::now() * 1000.0) as u64;
+    let rec = ready.join(format!("{parked_ms}.{}.json", h.id));
+    std::fs::write(&rec, format!("{}\n", h.record())).unwrap();
+    let id = h.id.clone();
+    let verdict = |r: &Value| r["sessions"].as_array().unwrap().iter().find(|v| v["session"] == id.as_str()).cloned().unwrap_or_else(|| panic!("{id} not judged: {r}"));
+
+    let (code, r, err) = sweep(&["--older-than", "0"]);
+    assert_swept(code, &r, &err, &[h.tag()]);
+    assert_eq!(verdict(&r)["verdict"], "kept", "parked, its record in ready/: {r}");
+    assert_eq!(h.missing(2), Vec::<String>::new(), "{r}");
+
+    // The record is gone (its spool removed by hand): within the grace period the session is still kept ...
+    std::fs::remove_file(&rec).unwrap();
+    let (code, r, err) = sweep(&["--older-than", "60"]);
+    assert_swept(code, &r, &err, &[h.tag()]);
+    assert_eq!(verdict(&r)["verdict"], "kept", "{r}");
+    assert!(verdict(&r)["reason"].as_str().unwrap().contains("grace"), "{r}");
+    assert_eq!(h.missing(2), Vec::<String>::new(), "{r}");
+    // ... and after it, an orphan, destroyed with everything it holds.
+    let (code, r, err) = sweep(&["--older-than", "0"]);
+    h.reap();
+    assert_swept(code, &r, &err, &[h.tag()]);
+    let v = verdict(&r);
+    assert_eq!(v["verdict"], "orphan", "{r}");
+    assert!(v["reason"].as_str().unwrap().contains("ready/"), "{v}");
+    assert_eq!(leftovers(&h), Vec::<String>::new(), "{r}");
+}

@@ -1,8 +1,8 @@
 //! Fault injection with the real tools: each stage is killed with SIGKILL midway, together with the
-//! session's owner (a crashed supervisor), and one orphan sweep must leave nothing of Drums behind; the
-//! next session then gets the same address slot and veth name and starts (the source report's "Can't
-//! restore link: -17 (File exists)" came from a leaked link under a reused name). Then the sweep runs in a
-//! loop while sessions are created, and must kill none of the live ones.
+//! session's owner (a crashed supervisor), and one orphan sweep must leave nothing of Drums behind; then a
+//! restore from one checkpoint made up front succeeds, and the killed session's veth name is free again
+//! (the source report's "Can't restore link: -17 (File exists)" came from a leaked link under a reused
+//! name). Then the sweep runs in a loop while sessions are created, and must kill none of the live ones.
 
 use drums_tests::*;
 use serde_json::Value;
@@ -182,15 +182,15 @@ fn session_of(owner: &Owner) -> Option<(String, PathBuf)> {
     })
 }
 
-/// Make a fresh session with overlay and namespaces, check it got `want_if` (when given), destroy it.
-fn next_session_starts(want_if: Option<&str>) {
+/// After a kill and its sweep, what issue 8 asks: a restore from the same checkpoint succeeds. The sibling is
+/// destroyed again; when the killed session had ledgered a link (`want_if`), its name must be free.
+fn next_restore_works(ckpt: &str, want_if: Option<&str>) {
     let owner = Owner::new();
-    let s1 = stage("drums-overlay", &["create"], "", &owner);
-    let s2 = stage("drums-ns", &["create"], &s1, &owner);
-    let rec: Value = serde_json::from_str(s2.trim()).unwrap();
-    let host_if = rec["net"]["host_if"].as_str().unwrap().to_string();
-    let o = run("drums-sweep", &[], &s2);
-    assert_eq!(o.status.code(), Some(0), "destroying the next session: {}", text(&o.stderr));
+    let rec = stage("drums-restore", &[], ckpt, &owner);
+    let v: Value = serde_json::from_str(rec.trim()).unwrap();
+    let host_if = v["net"]["host_if"].as_str().unwrap().to_string();
+    let o = run("drums-sweep", &[], &rec);
+    assert_eq!(o.status.code(), Some(0), "destroying the next restore: {}", text(&o.stderr));
     if let Some(w) = want_if {
         // The slot allocator takes the lowest free slot, and others may hold lower ones, so the next session
         // need not get the freed name: prove the name is free by creating a link with it.
@@ -237,7 +237,7 @@ fn run_all(cases: &[(&'static str, KillAt)], mut case: impl FnMut(&str, KillAt) 
     }
 }
 
-fn run_case(stage_name: &str, at: KillAt) -> bool {
+fn run_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
     let before = inventory();
     let owner = Owner::new();
     let (input, known) = match stage_name {
@@ -265,16 +265,21 @@ fn run_case(stage_name: &str, at: KillAt) -> bool {
         _ => unreachable!(),
     };
     let (running, link) = kill_crash_sweep(stage_name, tool_name, args, &input, owner, known.as_deref(), at, &before);
-    next_session_starts(link.as_deref());
+    next_restore_works(ckpt, link.as_deref());
     let left = left_by(&before, None, None, None);
-    assert!(left.is_empty(), "after the next session: {left:?}");
+    assert!(left.is_empty(), "after the next restore: {left:?}");
     running
 }
 
 #[test]
-fn a_stage_killed_midway_is_swept_completely_and_the_next_session_starts() {
+fn a_stage_killed_midway_is_swept_completely_and_the_checkpoint_still_restores() {
     require_root();
     let _l = session_lock();
+    // Made before any fault, so every case's follow-up restores from the same checkpoint.
+    let src_owner = Owner::new();
+    let ckpt = make_checkpoint(&src_owner);
+    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
+    let _keep = CheckpointDir(PathBuf::from(c["dir"].as_str().unwrap()));
     // Lines each stage writes to the ledger: overlay create 4 (owner, phase, two mounts), ns create 5
     // (phase, slot, link, init, phase live: namespaces before the init exists, network after), cgroup
     // create one per hierarchy. drums-desktop writes none (its processes live in the session's PID
@@ -297,7 +302,7 @@ fn a_stage_killed_midway_is_swept_completely_and_the_next_session_starts() {
     for ms in [5, 30, 80] {
         cases.push(("desktop", KillAt::Millis(ms)));
     }
-    run_all(&cases, run_case);
+    run_all(&cases, |stage, at| run_case(stage, at, &ckpt));
 }
 
 /// Sessions are created (overlay, namespaces, cgroups) or restored from a checkpoint, and destroyed, in a
@@ -477,7 +482,7 @@ fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
         }
         other => panic!("no stage {other}"),
     };
-    let (running, _) = kill_crash_sweep(stage_name, tool_name, args, &input, owner, known.as_deref(), at, &before);
+    let (running, link) = kill_crash_sweep(stage_name, tool_name, args, &input, owner, known.as_deref(), at, &before);
     let partials: Vec<PathBuf> = partial_checkpoints().into_iter().filter(|p| !partials_before.contains(p)).collect();
     assert!(partials.is_empty(), "{stage_name} killed at {at:?}: partial checkpoints left: {partials:?}");
     // A dump killed after it finished leaves a complete checkpoint: that one is the test's to remove.
@@ -486,10 +491,7 @@ fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
     }
     // The source report's failure: after a crash, restores from the same checkpoint failed with
     // "Can't restore link: -17 (File exists)". One sweep later, a restore from it must work.
-    let next_owner = Owner::new();
-    let rec = stage("drums-restore", &[], ckpt, &next_owner);
-    let o = run("drums-sweep", &[], &rec);
-    assert_eq!(o.status.code(), Some(0), "destroying the next restore: {}", text(&o.stderr));
+    next_restore_works(ckpt, link.as_deref());
     let left = left_by(&before, None, None, None);
     assert!(left.is_empty(), "after the next restore: {left:?}");
     running

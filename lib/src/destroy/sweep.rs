@@ -6,7 +6,8 @@
 //!   while its ledger was written to less than the grace period (`older_than`) ago (between two stages
 //!   of a pipeline no tool holds it);
 //! - an orphan when its time to live has expired; when its holder is gone (the owner, or the taker after a
-//!   `taken` phase) unless it is `parked` in a warm pool; when the tool that was creating, restoring or
+//!   `taken` phase) unless it is `parked` in a warm pool; when it is `parked` but no pool's `ready/`
+//!   directory holds its record (nobody can take it any more); when the tool that was creating, restoring or
 //!   destroying it died midway; when it holds resources but no live init (half-created, or its init died); or when it
 //!   has no readable ledger at all.
 //!
@@ -154,7 +155,7 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
             rep.sessions.push(Verdict { state_dir: dir, session: None, verdict: "kept", reason: format!("left alone: {e}") });
             continue;
         }
-        let (verdict, reason) = judge(&dir, now, opts);
+        let (verdict, reason) = judge(&dir, now, opts, &crate::state::pools_root());
         let session = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)).ok().and_then(|c| c.owner().map(|o| o.0.to_string()));
         rep.sessions.push(Verdict { state_dir: dir.clone(), session, verdict: if verdict { "orphan" } else { "kept" }, reason });
         if verdict {
@@ -193,12 +194,12 @@ fn holder_alive(o: &crate::record::Owner) -> bool {
     crate::proc::alive(o.pid, o.start_time)
 }
 
-/// (orphan?, why).
-fn judge(dir: &Path, now: f64, opts: &SweepOptions) -> (bool, String) {
+/// (orphan?, why). `pools`: where the warm pools' spools are (crate::state::pools_root).
+fn judge(dir: &Path, now: f64, opts: &SweepOptions, pools: &Path) -> (bool, String) {
     let grace = opts.older_than.as_secs_f64();
     let ledger = dir.join(crate::ledger::FILE_NAME);
     let contents = crate::ledger::read_file(&ledger).ok();
-    let Some((_, owner, ttl, created)) = contents.as_ref().and_then(|c| c.owner().map(|(s, o, t, c)| (s.to_string(), o.clone(), t, c))) else {
+    let Some((id, owner, ttl, created)) = contents.as_ref().and_then(|c| c.owner().map(|(s, o, t, c)| (s.to_string(), o.clone(), t, c))) else {
         // Ledger::create makes the directory, then the ledger: a young directory may be half-way there.
         let age = mtime_age(dir, now);
         return if age >= grace {
@@ -230,6 +231,15 @@ fn judge(dir: &Path, now: f64, opts: &SweepOptions) -> (bool, String) {
         return (true, format!("{p} was interrupted: pid {} is gone", by.pid));
     }
     match phase {
+        // The pool's protocol keeps a parked session's record in a `ready/` until a claim is appended: the
+        // filler renames the record in before it appends `parked`, and takers, the filler's pruning and the
+        // drain append `taken` before they move it out. So a parked session that no `ready/` holds (its
+        // spool or file was removed by hand, or lost) can never be taken and would live for ever. The ledger
+        // is read again after the look: a claim made between the first read and the look (`taken`, the
+        // record moved to taken/) must not pass for a lost record.
+        Some(("parked", _, _)) if crate::state::parked_record(pools, &id).is_none() && still_parked(&ledger) => {
+            return (true, format!("parked, but no pool's ready/ holds its record ({}/*/ready/*.{id}.json): nobody can take it", pools.display()));
+        }
         Some(("parked", _, _)) => {}
         Some(("taken", by, _)) if !holder_alive(by) => return (true, format!("taken by pid {}, which is gone", by.pid)),
         Some(("taken", _, _)) => {}
@@ -243,6 +253,10 @@ fn judge(dir: &Path, now: f64, opts: &SweepOptions) -> (bool, String) {
         return (true, if inits.is_empty() { "half-created: resources but no init".into() } else { "its init is gone".into() });
     }
     (false, "live".into())
+}
+
+fn still_parked(ledger: &Path) -> bool {
+    crate::ledger::read_file(ledger).ok().is_some_and(|c| c.last_phase().is_some_and(|(p, ..)| p == "parked"))
 }
 
 fn last_write(c: &Contents) -> f64 {
@@ -606,8 +620,12 @@ mod tests {
     fn phase(l: &Ledger, p: &str, by: Owner) {
         l.append(&Entry::Phase { t: crate::state::now(), phase: p.into(), by }).unwrap();
     }
+    /// Judged against an empty temporary pools root; tests that need a spool record use `verdict_in`.
     fn verdict(d: &Path, grace: u64) -> (bool, String) {
-        judge(d, crate::state::now(), &opts(grace))
+        verdict_in(d, grace, Path::new("/nonexistent/drums-judge-test-pools"))
+    }
+    fn verdict_in(d: &Path, grace: u64, pools: &Path) -> (bool, String) {
+        judge(d, crate::state::now(), &opts(grace), pools)
     }
 
     #[test]
@@ -637,12 +655,31 @@ mod tests {
         phase(&l7, "destroying", dead());
         assert!(verdict(l7.dir(), 0).1.contains("destroying was interrupted"), "{:?}", verdict(l7.dir(), 0));
         std::fs::remove_dir_all(l7.dir()).unwrap();
-        // Parked: the pool's owner may be gone.
+        // Parked, its record in a pool's ready/: the pool's owner may be gone.
         phase(&l, "parked", dead());
         let l3 = Ledger::create(&dir(), "d-3", dead(), None).unwrap();
         l3.create_res(Resource::Process { pid: me.pid, start_time: me.start_time, role: "init".into(), init: true }).unwrap();
         phase(&l3, "parked", dead());
-        assert!(!verdict(l3.dir(), 0).0, "{:?}", verdict(l3.dir(), 0));
+        let pools = dir();
+        let ready = pools.join("c-0123abcd").join("ready");
+        std::fs::create_dir_all(&ready).unwrap();
+        let rec = ready.join("1796000000000.d-3.json");
+        std::fs::write(&rec, "{}\n").unwrap();
+        assert!(!verdict_in(l3.dir(), 0, &pools).0, "{:?}", verdict_in(l3.dir(), 0, &pools));
+        // Another session's record, a record still in tmp/ or in taken/, or a spool not named by a
+        // checkpoint id is not its record: then nobody can take it, and it is an orphan.
+        std::fs::rename(&rec, ready.join("1796000000000.d-33.json")).unwrap();
+        for d in ["tmp", "taken"] {
+            std::fs::create_dir_all(pools.join("c-0123abcd").join(d)).unwrap();
+            std::fs::write(pools.join("c-0123abcd").join(d).join("1796000000000.d-3.json"), "{}\n").unwrap();
+        }
+        std::fs::create_dir_all(pools.join("stray/ready")).unwrap();
+        std::fs::write(pools.join("stray/ready/1796000000000.d-3.json"), "{}\n").unwrap();
+        let v = verdict_in(l3.dir(), 0, &pools);
+        assert!(v.0 && v.1.contains("ready/"), "{v:?}");
+        // ... but only after the grace period, like every verdict on a ledger.
+        assert!(!verdict_in(l3.dir(), 60, &pools).0);
+        std::fs::remove_dir_all(&pools).unwrap();
         // Taken by a process that is gone.
         phase(&l3, "taken", dead());
         assert!(verdict(l3.dir(), 0).1.contains("taken"));
