@@ -144,3 +144,32 @@ fn killed_stages_leave_nothing_after_destroy() {
         }
     }
 }
+
+fn bare_session() -> (String, Sessions) {
+    let a = Command::new(tool("drums-overlay")).args(["create", "--no-template"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    let b = run_ok("drums-ns", &["create"], &text(&a.stdout));
+    (b.clone(), Sessions(vec![b]))
+}
+
+/// `--guest-user`: the guest runs commands as that account (a session without a template would default
+/// to root).
+#[test]
+fn the_guest_runs_commands_as_its_guest_user() {
+    require_root();
+    let o = run("drums-desktop", &["start", "--no-guest", "--guest-user", "root"], "");
+    assert_eq!(o.status.code(), Some(2), "--guest-user without a guest: {}", text(&o.stderr));
+    let _lock = session_lock();
+    let before = inventory();
+    let (rec, guard) = bare_session();
+    let rec = run_ok("drums-desktop", &["start", "--no-chromium", "--guest-user", "daemon"], &rec);
+    let v: Value = serde_json::from_str(rec.trim()).unwrap();
+    let guest = v["desktop"]["guest_url"].as_str().expect("the guest was started");
+    let (status, body) = http("POST", &format!("{guest}/execute"), Some(&serde_json::json!({"command": "id -un", "shell": true})), Duration::from_secs(10));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["output"], "daemon\n", "{body}");
+    drop(guard);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left after destroy: {left:?}");
+}
+

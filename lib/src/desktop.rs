@@ -27,6 +27,9 @@ pub struct DesktopOptions {
     pub guest: bool,
     pub chromium: bool,
     pub extra_chromium_args: Vec<String>,
+    /// The account the guest runs commands as; `None`: `user` when the template layer provides it, else
+    /// root (`default_guest_user`).
+    pub guest_user: Option<String>,
 }
 
 /// Chromium's command line. Each flag is explained in drums-desktop(1).
@@ -70,6 +73,22 @@ pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
     a
 }
 
+/// The guest's user when none is given: `user`, the desktop user of OSWorld's image, when the session has
+/// a template layer and its /etc/passwd has that user (the template of pipelines/setup.d/template.sh
+/// does); else root, since a session without a template has only the host's accounts.
+fn default_guest_user(session: &Session, init: i32) -> String {
+    let templated = session.overlay.as_ref().is_some_and(|ov| !ov.layers.is_empty());
+    let root = PathBuf::from(format!("/proc/{init}/root"));
+    if templated && crate::guest::user::Account::lookup_in(&root, DESKTOP_USER).is_ok() {
+        DESKTOP_USER.into()
+    } else {
+        "root".into()
+    }
+}
+
+/// The desktop user of OSWorld's image, which the template layer provides.
+pub const DESKTOP_USER: &str = "user";
+
 /// Start the desktop in a session that has namespaces. Adds `desktop`.
 pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     if session.desktop.is_some() {
@@ -108,11 +127,8 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     run("openbox", s(&["openbox", "--sm-disable"]), vec![])?;
     let guest_url = if o.guest {
         let guest = crate::stable::beside_me("drums-guest")?;
-        let mut argv = vec![guest.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone()];
-        // The desktop user `user` exists only in the template layer.
-        if session.overlay.as_ref().is_some_and(|ov| ov.layers.is_empty()) {
-            argv.extend(["--user".into(), "root".into()]);
-        }
+        let user = o.guest_user.clone().unwrap_or_else(|| default_guest_user(session, init));
+        let argv = vec![guest.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone(), "--user".into(), user];
         run("guest", argv, vec![])?;
         Some(format!("http://{}:{GUEST_PORT}", net.session_addr))
     } else {
