@@ -177,6 +177,10 @@ fn bare_session() -> (String, Sessions) {
     (b.clone(), Sessions(vec![b]))
 }
 
+fn last_error(o: &std::process::Output) -> Value {
+    serde_json::from_str(text(&o.stderr).lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {}", text(&o.stderr)))
+}
+
 /// `--guest-user`: the guest runs commands as that account (a session without a template would default
 /// to root).
 #[test]
@@ -198,3 +202,31 @@ fn the_guest_runs_commands_as_its_guest_user() {
     assert!(left.is_empty(), "left after destroy: {left:?}");
 }
 
+/// A desktop process that cannot start fails `drums-desktop start` with exit 5 and an error naming it and
+/// its log; no record comes out, and the session it was started in is still destroyed from its ledger.
+/// The guest is given a user the session does not have, so it exits at once; `drums-ns exec --detach` of
+/// a program that does not exist fails the same way instead of printing a record.
+#[test]
+fn a_process_that_does_not_start_is_named_and_its_session_destroyed() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let (rec, guard) = bare_session();
+    let id = serde_json::from_str::<Value>(&rec).unwrap()["id"].as_str().unwrap().to_string();
+    let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", &id, "--", "/no/such/program"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty(), "no process record for a command that never ran: {}", text(&o.stdout));
+    assert!(last_error(&o)["message"].as_str().unwrap().contains("/no/such/program"), "{}", text(&o.stderr));
+
+    let o = run("drums-desktop", &["start", "--no-chromium", "--guest-user", "drums-no-such-user"], &rec);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty(), "no record when the guest died: {}", text(&o.stdout));
+    let e = last_error(&o);
+    assert_eq!((e["kind"].as_str(), e["process"].as_str(), e["log"].as_str()), (Some("failed"), Some("guest"), Some("/tmp/drums/guest.log")), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("drums-no-such-user"), "the message quotes the guest's log: {e}");
+    let state_dir = drums::state::session_dir(&id).display().to_string();
+    drop(guard);
+    assert_gone(&state_dir, &[], &[], None, &id);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left after destroy: {left:?}");
+}
