@@ -3,6 +3,7 @@
 use drums_tests::*;
 use serde_json::Value;
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -81,20 +82,37 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
 
     let state_dir = rec["state_dir"].as_str().unwrap().to_string();
     let host_if = rec["net"]["host_if"].as_str().unwrap().to_string();
+    let slot = drums::net::slots_dir().join(rec["net"]["slot"].as_u64().unwrap().to_string());
+    assert_eq!(std::fs::read_to_string(&slot).ok().as_deref(), Some(id.as_str()), "the session holds its address slot {}", slot.display());
     let pidns = rec["ns"]["inodes"]["pid"].as_u64().unwrap();
     drop(guard);
-    assert_gone(&state_dir, &host_if, pidns, &id);
+    assert_gone(&state_dir, &[host_if], &[slot], Some(pidns), &id);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-pub fn assert_gone(state_dir: &str, host_if: &str, pidns: u64, id: &str) {
-    assert!(drums::proc::pids_in_pidns(pidns).iter().all(|&p| drums::proc::state(p) == Some('Z')), "processes of {id} are left");
+/// Nothing of session `id` is left: no process in its PID namespace (when known), no mount under its state
+/// directory, none of its links or address-slot files (those named, and any slot file naming the session),
+/// no state directory, no cgroup.
+pub fn assert_gone(state_dir: &str, host_ifs: &[String], slots: &[PathBuf], pidns: Option<u64>, id: &str) {
+    if let Some(pidns) = pidns {
+        assert!(drums::proc::pids_in_pidns(pidns).iter().all(|&p| drums::proc::state(p) == Some('Z')), "processes of {id} are left");
+    }
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(state_dir), "mounts of {id} are left");
-    assert!(!std::path::Path::new(&format!("/sys/class/net/{host_if}")).exists(), "link {host_if} is left");
-    assert!(!std::path::Path::new(state_dir).exists(), "state directory {state_dir} is left");
+    for host_if in host_ifs {
+        assert!(!Path::new(&format!("/sys/class/net/{host_if}")).exists(), "link {host_if} is left");
+    }
+    for slot in slots {
+        assert!(!slot.exists(), "address slot {} of {id} is left", slot.display());
+    }
+    // A slot file holds its session's id, so one that the ledger never named (only a bug could make one:
+    // the ledger line comes first) is found as well.
+    for e in std::fs::read_dir(drums::net::slots_dir()).into_iter().flatten().flatten() {
+        assert_ne!(std::fs::read_to_string(e.path()).unwrap_or_default(), id, "address slot {} of {id} is left", e.path().display());
+    }
+    assert!(!Path::new(state_dir).exists(), "state directory {state_dir} is left");
     for c in ["cpu", "memory", "pids", "cpuacct", "freezer"] {
-        assert!(!std::path::Path::new(&format!("/sys/fs/cgroup/{c}/drums/{id}")).exists(), "cgroup {c}/drums/{id} is left");
+        assert!(!Path::new(&format!("/sys/fs/cgroup/{c}/drums/{id}")).exists(), "cgroup {c}/drums/{id} is left");
     }
 }
 
@@ -104,6 +122,9 @@ fn killed_stages_leave_nothing_after_destroy() {
     require_root();
     let _lock = session_lock();
     for (stage, delay_ms) in [("ns", 2u64), ("ns", 15), ("ns", 40), ("desktop", 5), ("desktop", 60), ("desktop", 300)] {
+        // What is here before this round: whatever the round leaves (an init that was killed before the
+        // ledger named it included) is what is new afterwards.
+        let before = inventory();
         let o = Command::new(tool("drums-overlay")).args(["create", "--no-template"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
         assert!(o.status.success(), "{}", text(&o.stderr));
         let mut rec = text(&o.stdout);
@@ -136,11 +157,76 @@ fn killed_stages_leave_nothing_after_destroy() {
             drums::ledger::Resource::Link { name } => Some(name.clone()),
             _ => None,
         }).collect();
+        let slots: Vec<PathBuf> = ledger.live().iter().filter_map(|r| match r {
+            drums::ledger::Resource::Slot { path, .. } => Some(path.clone()),
+            _ => None,
+        }).collect();
         let o = Command::new(tool("drums-sweep")).args(["--session", &id]).output().unwrap();
         assert!(o.status.success(), "{stage} killed after {delay_ms} ms: destroy failed: {}{}", text(&o.stdout), text(&o.stderr));
         let state_dir = drums::state::session_dir(&id).display().to_string();
-        for l in links.iter().chain(std::iter::once(&"none".to_string())) {
-            assert_gone(&state_dir, l, init_pidns.unwrap_or(0), &id);
-        }
+        assert_gone(&state_dir, &links, &slots, init_pidns, &id);
+        let left = inventory().new_since(&before);
+        assert!(left.is_empty(), "{stage} killed after {delay_ms} ms: left after destroy: {left:?}");
     }
+}
+
+fn bare_session() -> (String, Sessions) {
+    let a = Command::new(tool("drums-overlay")).args(["create", "--no-template"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    let b = run_ok("drums-ns", &["create"], &text(&a.stdout));
+    (b.clone(), Sessions(vec![b]))
+}
+
+fn last_error(o: &std::process::Output) -> Value {
+    serde_json::from_str(text(&o.stderr).lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {}", text(&o.stderr)))
+}
+
+/// `--guest-user`: the guest runs commands as that account (a session without a template would default
+/// to root).
+#[test]
+fn the_guest_runs_commands_as_its_guest_user() {
+    require_root();
+    let o = run("drums-desktop", &["start", "--no-guest", "--guest-user", "root"], "");
+    assert_eq!(o.status.code(), Some(2), "--guest-user without a guest: {}", text(&o.stderr));
+    let _lock = session_lock();
+    let before = inventory();
+    let (rec, guard) = bare_session();
+    let rec = run_ok("drums-desktop", &["start", "--no-chromium", "--guest-user", "daemon"], &rec);
+    let v: Value = serde_json::from_str(rec.trim()).unwrap();
+    let guest = v["desktop"]["guest_url"].as_str().expect("the guest was started");
+    let (status, body) = http("POST", &format!("{guest}/execute"), Some(&serde_json::json!({"command": "id -un", "shell": true})), Duration::from_secs(10));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["output"], "daemon\n", "{body}");
+    drop(guard);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left after destroy: {left:?}");
+}
+
+/// A desktop process that cannot start fails `drums-desktop start` with exit 5 and an error naming it and
+/// its log; no record comes out, and the session it was started in is still destroyed from its ledger.
+/// The guest is given a user the session does not have, so it exits at once; `drums-ns exec --detach` of
+/// a program that does not exist fails the same way instead of printing a record.
+#[test]
+fn a_process_that_does_not_start_is_named_and_its_session_destroyed() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let (rec, guard) = bare_session();
+    let id = serde_json::from_str::<Value>(&rec).unwrap()["id"].as_str().unwrap().to_string();
+    let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", &id, "--", "/no/such/program"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty(), "no process record for a command that never ran: {}", text(&o.stdout));
+    assert!(last_error(&o)["message"].as_str().unwrap().contains("/no/such/program"), "{}", text(&o.stderr));
+
+    let o = run("drums-desktop", &["start", "--no-chromium", "--guest-user", "drums-no-such-user"], &rec);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty(), "no record when the guest died: {}", text(&o.stdout));
+    let e = last_error(&o);
+    assert_eq!((e["kind"].as_str(), e["process"].as_str(), e["log"].as_str()), (Some("failed"), Some("guest"), Some("/tmp/drums/guest.log")), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("drums-no-such-user"), "the message quotes the guest's log: {e}");
+    let state_dir = drums::state::session_dir(&id).display().to_string();
+    drop(guard);
+    assert_gone(&state_dir, &[], &[], None, &id);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left after destroy: {left:?}");
 }

@@ -18,19 +18,28 @@ pub struct Cdp {
 
 /// Open a TCP connection to 127.0.0.1:`port` inside the network namespace of `init_pid`.
 pub fn connect_in_netns(init_pid: i32, port: u16, timeout: Duration) -> Result<TcpStream> {
-    std::thread::spawn(move || -> Result<TcpStream> {
-        crate::x11::join_netns(init_pid)?;
+    connect_in_netns_unless(init_pid, port, timeout, || None)
+}
+
+/// The same, asking `give_up` between attempts: its error ends the wait at once (the server that should
+/// listen has exited, so waiting out `timeout` would only delay the failure). Attempts are 5 ms apart: a
+/// refused connection on the loopback costs microseconds, and drums-desktop waits here on the cold path.
+pub fn connect_in_netns_unless(init_pid: i32, port: u16, timeout: Duration, give_up: impl Fn() -> Option<Error> + Send + 'static) -> Result<TcpStream> {
+    crate::x11::in_netns(init_pid, move || {
         let t0 = Instant::now();
         loop {
             match TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)) {
                 Ok(s) => return Ok(s),
                 Err(e) if t0.elapsed() > timeout => return Err(Error::failed(format!("connect to 127.0.0.1:{port} in the session: {e}"))),
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => {
+                    if let Some(e) = give_up() {
+                        return Err(e);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             }
         }
     })
-    .join()
-    .map_err(|_| Error::failed("the connecting thread panicked"))?
 }
 
 fn http_get_json(mut s: TcpStream, path: &str) -> Result<Value> {

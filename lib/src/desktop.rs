@@ -27,6 +27,9 @@ pub struct DesktopOptions {
     pub guest: bool,
     pub chromium: bool,
     pub extra_chromium_args: Vec<String>,
+    /// The account the guest runs commands as; `None`: `user` when the template layer provides it, else
+    /// root (`default_guest_user`).
+    pub guest_user: Option<String>,
 }
 
 /// Chromium's command line. Each flag is explained in drums-desktop(1).
@@ -70,7 +73,70 @@ pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
     a
 }
 
-/// Start the desktop in a session that has namespaces. Adds `desktop`.
+/// How long the guest may take to listen on its port: it binds first thing (no X, no page), so a slow
+/// start means a loaded machine, not a guest still working.
+const GUEST_LISTEN_TIMEOUT: Duration = Duration::from_secs(5);
+const X_TIMEOUT: Duration = Duration::from_secs(15);
+/// How much of a dead process's log an error quotes.
+const LOG_TAIL_BYTES: usize = 600;
+
+/// A process started here, named by its host PID and start time so that its liveness is checked safely
+/// across PID reuse.
+#[derive(Clone)]
+struct Watched {
+    role: String,
+    /// `None`: already gone right after its exec.
+    host: Option<(i32, u64)>,
+    /// The session's log directory as the host sees it.
+    logs: PathBuf,
+}
+
+impl Watched {
+    fn alive(&self) -> bool {
+        self.host.is_some_and(|(pid, start)| crate::proc::alive(pid, start))
+    }
+    /// The error naming this process and its log. The log lives in the session's /tmp, which a pipeline
+    /// destroys on failure (pipelines/cold.sh), so the message carries the log's last lines as well.
+    fn error(&self, what: &str) -> Error {
+        let log = PathBuf::from(format!("{LOG_DIR}/{}.log", self.role));
+        let tail = log_tail(&self.logs.join(format!("{}.log", self.role)));
+        Error::Process { role: self.role.clone(), msg: format!("{} {what}; its log {} in the session: {tail}", self.role, log.display()), log }
+    }
+    /// `Some(error)` once the process has exited: what the waits ask between their polls.
+    fn gone(&self) -> Option<Error> {
+        (!self.alive()).then(|| self.error("exited right after it started"))
+    }
+}
+
+fn log_tail(path: &Path) -> String {
+    let Ok(bytes) = std::fs::read(path) else { return "unreadable".into() };
+    let text = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(LOG_TAIL_BYTES)..]).into_owned();
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    if lines.is_empty() {
+        return "empty".into();
+    }
+    format!("ends with: {}", lines[lines.len().saturating_sub(3)..].join(" | "))
+}
+
+/// The guest's user when none is given: `user`, the desktop user of OSWorld's image, when the session has
+/// a template layer and its /etc/passwd has that user (the template of pipelines/setup.d/template.sh
+/// does); else root, since a session without a template has only the host's accounts.
+fn default_guest_user(session: &Session, init: i32) -> String {
+    let templated = session.overlay.as_ref().is_some_and(|ov| !ov.layers.is_empty());
+    let root = PathBuf::from(format!("/proc/{init}/root"));
+    if templated && crate::guest::user::Account::lookup_in(&root, DESKTOP_USER).is_ok() {
+        DESKTOP_USER.into()
+    } else {
+        "root".into()
+    }
+}
+
+/// The desktop user of OSWorld's image, which the template layer provides.
+pub const DESKTOP_USER: &str = "user";
+
+/// Start the desktop in a session that has namespaces. Adds `desktop`. Each process must still run once
+/// it is expected to be up (Xvfb accepting connections, the guest listening, the rest when this returns);
+/// otherwise the error names it and its log, and the session is left as it is for its ledger's destroy.
 pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     if session.desktop.is_some() {
         return Err(Error::bad_field("desktop", "this session already has a desktop"));
@@ -92,35 +158,51 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         ("NO_AT_BRIDGE".to_string(), "0".to_string()),
     ];
     let mut procs = vec![];
-    let mut run = |role: &str, argv: Vec<String>, extra_env: Vec<(String, String)>| -> Result<()> {
+    let mut watched: Vec<Watched> = vec![];
+    let mut run = |role: &str, argv: Vec<String>, extra_env: Vec<(String, String)>| -> Result<Watched> {
         let mut e = env.clone();
         e.extend(extra_env);
-        let sp = spawn(session, &argv, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env: e, cwd: None, uid_gid: None })?;
+        let w = Watched { role: role.into(), host: None, logs: host_view.clone() };
+        let sp = spawn(session, &argv, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env: e, cwd: None, uid_gid: None })
+            .map_err(|e| match e {
+                Error::Failed(m) => w.error(&format!("could not be started ({m})")),
+                other => other,
+            })?;
+        let w = Watched { host: sp.host_pid.and_then(|p| Some((p, crate::proc::start_time(p)?))), ..w };
         procs.push(SessionProcess { role: role.into(), pid: sp.ns_pid, host_pid: sp.host_pid });
-        Ok(())
+        watched.push(w.clone());
+        Ok(w)
     };
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
 
-    run("xvfb", s(&["Xvfb", &display, "-screen", "0", &format!("{}x{}x{}", o.width, o.height, o.depth), "-nolisten", "tcp", "-br", "-noreset"]), vec![])?;
-    wait_for_x(init, o.display, Duration::from_secs(15))?;
+    let xvfb = run("xvfb", s(&["Xvfb", &display, "-screen", "0", &format!("{}x{}x{}", o.width, o.height, o.depth), "-nolisten", "tcp", "-br", "-noreset"]), vec![])?;
+    wait_for_x(init, o.display, xvfb)?;
     run("dbus", s(&["dbus-daemon", "--session", "--nofork", "--nopidfile", &format!("--address={bus}")]), vec![])?;
     run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![])?;
     run("openbox", s(&["openbox", "--sm-disable"]), vec![])?;
-    let guest_url = if o.guest {
-        let guest = crate::stable::beside_me("drums-guest")?;
-        let mut argv = vec![guest.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone()];
-        // The desktop user `user` exists only in the template layer.
-        if session.overlay.as_ref().is_some_and(|ov| ov.layers.is_empty()) {
-            argv.extend(["--user".into(), "root".into()]);
-        }
-        run("guest", argv, vec![])?;
-        Some(format!("http://{}:{GUEST_PORT}", net.session_addr))
+    let guest = if o.guest {
+        let bin = crate::stable::beside_me("drums-guest")?;
+        let user = o.guest_user.clone().unwrap_or_else(|| default_guest_user(session, init));
+        let argv = vec![bin.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone(), "--user".into(), user];
+        Some(run("guest", argv, vec![])?)
     } else {
         None
     };
     if o.chromium {
         let shim = crate::stable::beside_me("libdrums_pkey_shim.so")?;
         run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string()), ("ACCESSIBILITY_ENABLED".into(), "1".into())])?;
+    }
+    // The guest is waited for after Chromium started, so that its start overlaps Chromium's, which
+    // drums-ready then waits for: the wait costs the cold path nothing when the guest is up by then.
+    let guest_url = match guest {
+        Some(g) => {
+            wait_for_guest(init, g)?;
+            Some(format!("http://{}:{GUEST_PORT}", net.session_addr))
+        }
+        None => None,
+    };
+    if let Some(dead) = watched.iter().find(|w| !w.alive()) {
+        return Err(dead.error("exited right after it started"));
     }
     session.desktop = Some(Desktop {
         display: o.display,
@@ -139,29 +221,36 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     Ok(())
 }
 
-/// Wait until the X server accepts connections, from a thread that joins the session's network
-/// namespace (where its abstract socket lives); the main thread must stay out of it and single-threaded
-/// for the forks of `ns::spawn`.
-fn wait_for_x(init_pid: i32, display: u32, timeout: Duration) -> Result<()> {
-    std::thread::spawn(move || -> Result<()> {
-        crate::x11::join_netns(init_pid)?;
-        poll_x(display, timeout)
-    })
-    .join()
-    .map_err(|_| Error::failed("the X wait thread panicked"))?
+/// Wait until the guest accepts connections on its port, on the session's loopback from inside its network
+/// namespace: what is checked is the guest's listener, not the veth and host firewall in between.
+fn wait_for_guest(init_pid: i32, guest: Watched) -> Result<()> {
+    let g = guest.clone();
+    match crate::cdp::connect_in_netns_unless(init_pid, GUEST_PORT, GUEST_LISTEN_TIMEOUT, move || g.gone()) {
+        Ok(_connection) => Ok(()),
+        Err(e @ Error::Process { .. }) => Err(e),
+        Err(e) => Err(guest.error(&format!("did not listen on port {GUEST_PORT} within {GUEST_LISTEN_TIMEOUT:?} ({e})"))),
+    }
 }
 
-fn poll_x(display: u32, timeout: Duration) -> Result<()> {
-    let t0 = Instant::now();
-    loop {
-        if crate::x11::connect(display).is_ok() {
-            return Ok(());
+/// Wait until the X server accepts connections, from a thread that joins the session's network
+/// namespace (where its abstract socket lives); the main thread must stay out of it and single-threaded
+/// for the forks of `ns::spawn`. An X server that exits ends the wait at once.
+fn wait_for_x(init_pid: i32, display: u32, xvfb: Watched) -> Result<()> {
+    crate::x11::in_netns(init_pid, move || {
+        let t0 = Instant::now();
+        loop {
+            if crate::x11::connect(display).is_ok() {
+                return Ok(());
+            }
+            if let Some(e) = xvfb.gone() {
+                return Err(e);
+            }
+            if t0.elapsed() > X_TIMEOUT {
+                return Err(xvfb.error(&format!("did not accept connections on :{display} within {X_TIMEOUT:?}")));
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        if t0.elapsed() > timeout {
-            return Err(Error::failed(format!("Xvfb did not accept connections on :{display} within {timeout:?} (see {LOG_DIR}/xvfb.log in the session)")));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    })
 }
 
 /// Versions of what the session is made of, cached per boot and binary modification time, since asking

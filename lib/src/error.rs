@@ -32,6 +32,10 @@ pub enum Error {
     Environment(String),
     #[error("{0}")]
     Failed(String),
+    /// A process the tool started could not be started or is not running any more: its role and its
+    /// log, a path inside the session, so that a caller can tell which one without parsing the message.
+    #[error("{msg}")]
+    Process { role: String, log: PathBuf, msg: String },
     #[error("{path}: {what}: {source}")]
     Io { what: String, path: PathBuf, #[source] source: std::io::Error },
     #[error("{0}")]
@@ -77,7 +81,7 @@ impl Error {
             Error::Usage(_) => exit::USAGE,
             Error::BadInput { .. } => exit::BAD_INPUT,
             Error::Environment(_) => exit::ENVIRONMENT,
-            Error::Failed(_) | Error::Io { .. } => exit::FAILED,
+            Error::Failed(_) | Error::Process { .. } | Error::Io { .. } => exit::FAILED,
             Error::CheckFailed(_) => exit::CHECK_FAILED,
             Error::Incomplete(_) => exit::INCOMPLETE,
             Error::NotImplemented(_) => exit::NOT_IMPLEMENTED,
@@ -90,7 +94,7 @@ impl Error {
             Error::Usage(_) => "usage",
             Error::BadInput { .. } => "bad_input",
             Error::Environment(_) => "environment",
-            Error::Failed(_) | Error::Io { .. } => "failed",
+            Error::Failed(_) | Error::Process { .. } | Error::Io { .. } => "failed",
             Error::CheckFailed(_) => "check_failed",
             Error::Incomplete(_) => "incomplete",
             Error::NotImplemented(_) => "not_implemented",
@@ -113,6 +117,10 @@ impl Error {
             Error::Io { path, source, .. } => {
                 v["path"] = json!(path);
                 v["errno"] = json!(source.raw_os_error());
+            }
+            Error::Process { role, log, .. } => {
+                v["process"] = json!(role);
+                v["log"] = json!(log);
             }
             Error::WithCleanup { cleanup, .. } => v["cleanup_error"] = json!(cleanup.to_string()),
             _ => {}

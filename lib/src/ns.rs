@@ -304,11 +304,16 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
     let log = opts.log.as_ref().map(|l| CString::new(l.as_os_str().as_encoded_bytes())).transpose().map_err(|_| Error::bad_input("log path with NUL"))?;
     let cwd = CString::new(opts.cwd.as_ref().map(|c| c.as_os_str().as_encoded_bytes().to_vec()).unwrap_or_else(|| b"/".to_vec())).map_err(|_| Error::bad_input("cwd with NUL"))?;
     let (pid_r, pid_w) = pipe()?;
+    // The command's exec status: the write end is close-on-exec and kept only by the command's process,
+    // so the read end sees end-of-file once the exec succeeded, or the errno of a failed exec. A detached
+    // command that cannot be started would otherwise only leave an exit status 127 that no one collects.
+    let (exec_r, exec_w) = pipe()?;
 
     match unsafe { libc::fork() } {
         -1 => Err(Error::failed(format!("fork: {}", std::io::Error::last_os_error()))),
         0 => unsafe {
             drop(pid_r);
+            drop(exec_r);
             let me = libc::getpid();
             if crate::cgroup::enter(session, me).is_err() {
                 libc::_exit(126);
@@ -327,8 +332,10 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
             if b == 0 {
                 let c = libc::fork();
                 if c == 0 {
-                    exec_child(&cargs, &cenv, log.as_ref(), &cwd, opts.detach, opts.uid_gid);
+                    exec_child(&cargs, &cenv, log.as_ref(), &cwd, opts.detach, opts.uid_gid, exec_w.as_raw_fd());
                 }
+                // Only the command may hold the exec-status pipe, or its end-of-file would wait for b.
+                drop(exec_w);
                 let mut w = std::fs::File::from(pid_w);
                 let _ = w.write_all(&c.to_le_bytes());
                 drop(w);
@@ -338,10 +345,12 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
                 libc::_exit(wait_code(c));
             }
             drop(pid_w);
+            drop(exec_w);
             libc::_exit(if b < 0 { 126 } else { wait_code(b) })
         },
         a => {
             drop(pid_w);
+            drop(exec_w);
             drop(ns_files);
             let mut buf = [0u8; 4];
             let got = std::fs::File::from(pid_r).read_exact(&mut buf);
@@ -350,6 +359,14 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
             let code = if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) };
             if got.is_err() {
                 return Err(Error::failed(format!("could not enter session {} (exit {code})", session.id)));
+            }
+            // Returns as soon as the command has exec'd: no wait beyond the exec itself.
+            let mut failure = Vec::new();
+            let _ = std::fs::File::from(exec_r).read_to_end(&mut failure);
+            if opts.detach {
+                if let Some(e) = exec_failure(&failure) {
+                    return Err(Error::failed(format!("session {}: cannot start {}: {e}", session.id, argv[0])));
+                }
             }
             let ns_pid = i32::from_le_bytes(buf);
             let host_pid = host_pid_of(ns.inodes.pid, ns_pid);
@@ -373,7 +390,32 @@ pub fn host_pid_of(pidns: u64, ns_pid: i32) -> Option<i32> {
     crate::proc::host_pids_by_ns_pid(pidns).get(&ns_pid).copied()
 }
 
-unsafe fn exec_child(args: &[CString], env: &[CString], log: Option<&CString>, cwd: &CString, detach: bool, ids: Option<(u32, u32)>) -> ! {
+/// What the command's process wrote on the exec-status pipe before it gave up: a step and an errno.
+fn exec_failure(msg: &[u8]) -> Option<String> {
+    let (&step, errno) = msg.split_first()?;
+    let errno = std::io::Error::from_raw_os_error(i32::from_le_bytes(errno.try_into().ok()?));
+    Some(match step {
+        EXEC_STEP_IDS => format!("set its user and group: {errno}"),
+        _ => format!("exec: {errno}"),
+    })
+}
+
+const EXEC_STEP_IDS: u8 = 1;
+const EXEC_STEP_EXEC: u8 = 2;
+/// Where the exec-status pipe's write end sits in the command's process, out of the way of stdio.
+const EXEC_STATUS_FD: i32 = 3;
+
+unsafe fn exec_child(args: &[CString], env: &[CString], log: Option<&CString>, cwd: &CString, detach: bool, ids: Option<(u32, u32)>, exec_w: i32) -> ! {
+    // The pipe goes to a fixed descriptor first, so that closing every other one below keeps it; dup3
+    // sets close-on-exec again (dup2 would clear it).
+    if exec_w != EXEC_STATUS_FD && libc::dup3(exec_w, EXEC_STATUS_FD, libc::O_CLOEXEC) < 0 {
+        libc::_exit(126);
+    }
+    let report = |step: u8| {
+        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0).to_le_bytes();
+        let msg = [step, e[0], e[1], e[2], e[3]];
+        libc::write(EXEC_STATUS_FD, msg.as_ptr().cast(), msg.len());
+    };
     if detach {
         libc::setsid();
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
@@ -385,14 +427,16 @@ unsafe fn exec_child(args: &[CString], env: &[CString], log: Option<&CString>, c
         libc::dup2(if out >= 0 { out } else { null }, 1);
         libc::dup2(if out >= 0 { out } else { null }, 2);
     }
-    // No descriptor of the host may reach the session (CRIU cannot dump it, and it would leak).
-    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+    // No descriptor of the host may reach the session (CRIU cannot dump it, and it would leak); the
+    // exec-status pipe closes at exec.
+    libc::syscall(libc::SYS_close_range, (EXEC_STATUS_FD + 1) as u32, u32::MAX, 0u32);
     if libc::chdir(cwd.as_ptr()) != 0 {
         libc::chdir(c"/".as_ptr());
     }
     if let Some((uid, gid)) = ids {
         libc::setgroups(0, std::ptr::null());
         if libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
+            report(EXEC_STEP_IDS);
             libc::_exit(126);
         }
     }
@@ -402,5 +446,6 @@ unsafe fn exec_child(args: &[CString], env: &[CString], log: Option<&CString>, c
     envp.push(std::ptr::null());
     // execvpe searches PATH from the environment we pass.
     libc::execvpe(args[0].as_ptr(), argv.as_ptr(), envp.as_ptr());
+    report(EXEC_STEP_EXEC);
     libc::_exit(127)
 }

@@ -17,6 +17,18 @@ pub fn join_netns(init_pid: i32) -> Result<()> {
     Ok(())
 }
 
+/// Run `f` on a thread of its own that joined the network namespace of a session's init, and wait for it:
+/// the calling thread stays in the host's namespace (and a caller about to fork with `ns::spawn` stays
+/// single-threaded once it returns).
+pub fn in_netns<T: Send + 'static>(init_pid: i32, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    std::thread::spawn(move || -> Result<T> {
+        join_netns(init_pid)?;
+        f()
+    })
+    .join()
+    .map_err(|_| Error::failed("the thread in the session's network namespace panicked"))?
+}
+
 pub struct Display {
     pub conn: xcb::Connection,
     pub root: x::Window,

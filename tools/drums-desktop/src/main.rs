@@ -33,6 +33,9 @@ enum Cmd {
         /// Do not start the guest server.
         #[arg(long)]
         no_guest: bool,
+        /// The account the guest runs commands as (default: `user` when the template layer provides it, else root).
+        #[arg(long, value_name = "USER", conflicts_with = "no_guest")]
+        guest_user: Option<String>,
         /// Do not start Chromium.
         #[arg(long)]
         no_chromium: bool,
@@ -54,11 +57,11 @@ fn parse_size(s: &str) -> drums::Result<(u32, u32, u32)> {
 
 fn main() {
     cli::run("drums-desktop", |a: Args| match a.cmd {
-        Cmd::Start { display, size, url, title, no_guest, no_chromium, chromium_args, input } => {
+        Cmd::Start { display, size, url, title, no_guest, guest_user, no_chromium, chromium_args, input } => {
             let (width, height, depth) = parse_size(&size)?;
             let sessions = cli::read_sessions(input.as_deref())?;
             cli::require_root()?;
-            let o = DesktopOptions { display, width, height, depth, url, title, guest: !no_guest, chromium: !no_chromium, extra_chromium_args: chromium_args };
+            let o = DesktopOptions { display, width, height, depth, url, title, guest: !no_guest, chromium: !no_chromium, extra_chromium_args: chromium_args, guest_user };
             for mut s in sessions {
                 drums::desktop::start(&mut s, &o)?;
                 drums::session_io::emit_session(&s)?;
