@@ -73,6 +73,13 @@ impl KdatCache {
                 let tmp = path.with_extension(format!("tmp{}", std::process::id()));
                 std::fs::write(&tmp, &b).ok()?;
                 std::fs::rename(&tmp, &path).ok()?;
+                // Caches of earlier boots or other CRIU binaries are never read again.
+                for e in std::fs::read_dir(path.parent()?).into_iter().flatten().flatten() {
+                    let name = e.file_name();
+                    if name.to_string_lossy().starts_with("kdat-") && e.path() != path {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
                 b
             }
         };
