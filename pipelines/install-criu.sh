@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs CRIU >= 4.2 for Drums, idempotently.
-# A system criu that is >= 4.2 and passes `criu check` is used as is. Otherwise CRIU 4.2 and its runtime
+# A system criu that is >= 4.2 and passes `criu check` is preferred (the private path becomes a link to it).
+# Otherwise CRIU 4.2 and its runtime
 # libraries are downloaded from Debian's unstable suite into a private directory (nothing is installed
 # system-wide) and run through that directory's own dynamic loader. The mirror is the one this machine's apt
 # is already configured with. Prints the path of a criu launcher on stdout.
@@ -17,8 +18,12 @@ version_ok() { # $1: a criu binary or launcher
 }
 check_ok() { "$1" check >/dev/null 2>&1; }
 
+# A good system criu is preferred: the tools' default path ($launcher, drums(7)) then links to it.
+if sys=$(command -v criu) && [ "$(readlink -f "$sys")" != "$(readlink -f "$launcher" 2>/dev/null)" ] && version_ok "$sys" && check_ok "$sys"; then
+  [ -d "$prefix/root" ] && rm -rf "$prefix"
+  mkdir -p "$prefix/bin"; ln -sfn "$sys" "$launcher"; echo "$launcher"; exit 0
+fi
 if [ -x "$launcher" ] && version_ok "$launcher" && check_ok "$launcher"; then echo "$launcher"; exit 0; fi
-if sys=$(command -v criu) && version_ok "$sys" && check_ok "$sys"; then echo "$sys"; exit 0; fi
 
 mirror=""
 for f in /etc/apt/sources.list.d/*.sources; do
