@@ -60,6 +60,15 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
     let me = std::process::id();
     let (code, _) = inside(&id, &format!("grep -q drums-tests /proc/{me}/cmdline 2>/dev/null"));
     assert_ne!(code, 0, "the test process (host pid {me}) must be invisible inside");
+    // The session's own /dev, /run and /var/lib/drums: nothing of the host's shows there.
+    let (_, run) = inside(&id, "ls -A /run /var/lib/drums | grep -v ':$' | grep -c . || true");
+    assert_eq!(run, "0", "the host's /run or Drums' checkpoints show inside");
+    let (_, devs) = inside(&id, "ls /dev | tr '\\n' ' '");
+    assert_eq!(devs, "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero", "the session's /dev");
+    // Xvfb without MIT-SHM by default (drums-desktop(1)), and the record says so.
+    assert_eq!(rec["desktop"]["mit_shm"], false);
+    let (_, ext) = inside(&id, "DISPLAY=:0 xdpyinfo -queryExtensions | grep -c MIT-SHM || true");
+    assert_eq!(ext, "0", "Xvfb offers MIT-SHM");
     let (_, write) = inside(&id, "echo x > /etc/drums-cold-probe && cat /etc/drums-cold-probe");
     assert_eq!(write, "x");
     assert!(!std::path::Path::new("/etc/drums-cold-probe").exists(), "a write inside must not reach the host");

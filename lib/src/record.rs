@@ -102,6 +102,14 @@ pub struct Desktop {
     pub manifest: Map<String, Value>,
     /// Seconds `drums-desktop start` took.
     pub start_s: f64,
+    /// Whether Xvfb offers the MIT-SHM extension (`drums-desktop start --mit-shm`). Absent in records of
+    /// sessions made before the option existed, which had it.
+    #[serde(default = "yes")]
+    pub mit_shm: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
