@@ -59,6 +59,15 @@ fn siblings_are_ready_isolated_and_run_the_task() {
         assert_eq!(s["ready"]["ready"], true, "{}", s["ready"]);
         assert!(s["ready"]["changed_fraction"].as_f64().unwrap() > 0.10);
     }
+    // The files the source had open for writing are in each sibling's upper, not also in its layer copy.
+    let write_open: Vec<&str> = c["write_open"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert!(write_open.iter().any(|p| p.contains("chromium/Default/Cookies")), "Chromium's cookie database is written at dump time: {write_open:?}");
+    for s in &sibs {
+        let rw = std::path::Path::new(s["state_dir"].as_str().unwrap()).join("rw");
+        for p in &write_open {
+            assert!(rw.join("upper").join(p).is_file() && !rw.join("layer0").join(p).exists(), "{p} of {}", s["id"]);
+        }
+    }
     let (a, b) = (&sibs[0], &sibs[1]);
     assert_ne!(a["net"]["session_addr"], b["net"]["session_addr"]);
     assert_ne!(a["ns"]["inodes"], b["ns"]["inodes"]);

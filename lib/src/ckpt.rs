@@ -81,6 +81,46 @@ pub fn wipe_ranges(session: &Session) -> Result<Vec<WipeRange>> {
     Ok(out)
 }
 
+/// Files of the session's upper that its processes have open for writing (fdinfo flags) or mapped
+/// shared and writable, as paths relative to the upper: a restored sibling gets them in its own upper
+/// rather than in its copy of the checkpoint layer, so they are not held twice (see restore).
+pub fn write_open_files(session: &Session, upper: &Path) -> Result<Vec<PathBuf>> {
+    let ns = session.ns()?;
+    let mut out = std::collections::BTreeSet::new();
+    let mut consider = |inside: &str| {
+        let rel = Path::new(inside.trim_end_matches(" (deleted)")).strip_prefix("/").map(Path::to_path_buf);
+        if let Ok(rel) = rel {
+            let in_upper = upper.join(&rel);
+            use std::os::unix::fs::MetadataExt;
+            // One name only: moving one name of a hard-linked file would leave the other in the layer.
+            if std::fs::symlink_metadata(&in_upper).is_ok_and(|m| m.is_file() && m.nlink() == 1) {
+                out.insert(rel);
+            }
+        }
+    };
+    for pid in crate::proc::pids_in_pidns(ns.inodes.pid) {
+        for e in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
+            let Ok(target) = std::fs::read_link(e.path()) else { continue };
+            let flags = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_string_lossy())).ok().and_then(|t| {
+                t.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            });
+            if flags.is_some_and(|f| f & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32) {
+                consider(&target.to_string_lossy());
+            }
+        }
+        for line in std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default().lines() {
+            let f: Vec<&str> = line.splitn(6, ' ').collect();
+            if let (Some(perms), Some(path)) = (f.get(1), f.get(5)) {
+                let path = path.trim_start();
+                if perms.as_bytes().get(1) == Some(&b'w') && perms.as_bytes().get(3) == Some(&b's') && path.starts_with('/') {
+                    consider(path);
+                }
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
 fn dir_bytes(p: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![p.to_path_buf()];
@@ -161,6 +201,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     std::fs::create_dir_all(&images).ctx("create directory", &images)?;
     std::fs::create_dir_all(&layer).ctx("create directory", &layer)?;
     let wipe = wipe_ranges(session)?;
+    let write_open = write_open_files(session, upper)?;
     // The upper directory is copied by CRIU's post-dump action, while the session is still frozen, so
     // the layer matches the memory image exactly even when the session keeps running. The copy dies with
     // CRIU (which dies with this tool): a copy outliving a killed dump would keep writing into the
@@ -223,6 +264,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         created_at: crate::state::now(),
         source: CheckpointSource { session: String::new(), hostname: String::new(), session_addr: String::new(), session_mac: String::new(), desktop: session.desktop()?.clone() },
         wipe,
+        write_open,
         criu_options: opts,
         extra: Default::default(),
     })

@@ -27,7 +27,7 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
     let owner = crate::proc::session_owner()?;
     let ledger = Ledger::create(&dir, &id, owner.clone(), opts.ttl_s)?;
     ledger.phase("creating")?;
-    let overlay = mount_root(&ledger, &dir, &opts.layers, opts.tmpfs_bytes, OWN_DIRS)?;
+    let overlay = mount_root(&ledger, &dir, &opts.layers, opts.tmpfs_bytes, OWN_DIRS, &[])?;
     Ok(Session {
         drums: crate::record::VERSION,
         kind: crate::record::SESSION.into(),
@@ -54,8 +54,9 @@ pub const OWN_DIRS: &[&str] = &["dev", "run", "var/lib/drums"];
 
 /// Mount a tmpfs at `<dir>/rw` (upper and work) and the overlay at `<dir>/root`, each ledgered first.
 /// `own_dirs` are made opaque in the upper (see OWN_DIRS); a restore passes none, since its checkpoint
-/// layer already has them.
-pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: u64, own_dirs: &[&str]) -> Result<Overlay> {
+/// layer already has them. `promote` (paths relative to the topmost layer) are moved from the session's
+/// copy of that layer into its upper before the mount (see `promote_into_upper`).
+pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: u64, own_dirs: &[&str], promote: &[PathBuf]) -> Result<Overlay> {
     let rw = dir.join("rw");
     ledger.create_res(Resource::Mount { path: rw.clone() })?;
     std::fs::create_dir(&rw).ctx("create directory", &rw)?;
@@ -78,6 +79,9 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: 
         let copy = rw.join(format!("layer{i}"));
         copy_tree(layer, &copy)?;
         copies.push(copy);
+    }
+    if let Some(top) = copies.first() {
+        promote_into_upper(top, &upper, promote)?;
     }
     let merged = dir.join("root");
     ledger.create_res(Resource::Mount { path: merged.clone() })?;
@@ -108,6 +112,42 @@ pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
         .map_err(|e| Error::env(format!("run cp: {e}")))?;
     if !o.status.success() {
         return Err(Error::failed(format!("copy layer {} to {}: {}", from.display(), to.display(), String::from_utf8_lossy(&o.stderr).trim())));
+    }
+    Ok(())
+}
+
+/// Move files of a layer copy into the upper, with their parent directories made in the upper with the
+/// layer's modes and owners (a merged directory takes its attributes from the topmost one). These are the
+/// files the checkpointed processes had open for writing: restoring them would copy each up anyway, and
+/// the session would then hold it twice, in its layer copy and in its upper. A path that is not a single
+/// regular file in the layer copy is left where it is (it is then copied up as before).
+pub fn promote_into_upper(layer: &Path, upper: &Path, rels: &[PathBuf]) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for rel in rels {
+        if !rel.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+            return Err(Error::bad_field("write_open", format!("{} is not a plain relative path", rel.display())));
+        }
+        let src = layer.join(rel);
+        if !std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_file() && m.nlink() == 1) {
+            continue;
+        }
+        let mut at = PathBuf::new();
+        for c in rel.parent().into_iter().flat_map(|p| p.components()) {
+            at.push(c);
+            let (ours, theirs) = (upper.join(&at), layer.join(&at));
+            if std::fs::symlink_metadata(&ours).is_ok() {
+                continue;
+            }
+            let m = std::fs::symlink_metadata(&theirs).ctx("stat", &theirs)?;
+            if !m.is_dir() {
+                return Err(Error::failed(format!("{}: not a directory in the layer", theirs.display())));
+            }
+            std::fs::create_dir(&ours).ctx("create directory", &ours)?;
+            std::os::unix::fs::lchown(&ours, Some(m.uid()), Some(m.gid())).ctx("chown", &ours)?;
+            std::fs::set_permissions(&ours, std::fs::Permissions::from_mode(m.mode() & 0o7777)).ctx("chmod", &ours)?;
+        }
+        let dst = upper.join(rel);
+        std::fs::rename(&src, &dst).ctx("move into the upper", &dst)?;
     }
     Ok(())
 }
@@ -185,6 +225,26 @@ pub fn is_mountpoint(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn promoted_files_move_with_their_parents_modes_and_hostile_paths_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = std::env::temp_dir().join(format!("drums-promote-{}", std::process::id()));
+        let (layer, upper) = (t.join("layer"), t.join("upper"));
+        std::fs::create_dir_all(layer.join("a/b")).unwrap();
+        std::fs::create_dir_all(&upper).unwrap();
+        std::fs::set_permissions(layer.join("a"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(layer.join("a/b/db"), b"x").unwrap();
+        std::fs::write(layer.join("a/kept"), b"y").unwrap();
+        promote_into_upper(&layer, &upper, &[PathBuf::from("a/b/db"), PathBuf::from("a/missing")]).unwrap();
+        assert!(!layer.join("a/b/db").exists() && std::fs::read(upper.join("a/b/db")).unwrap() == b"x");
+        assert_eq!(std::fs::metadata(upper.join("a")).unwrap().permissions().mode() & 0o7777, 0o700, "a merged directory takes the upper's mode");
+        assert!(layer.join("a/kept").exists() && !upper.join("a/kept").exists());
+        for bad in ["../x", "/etc/passwd", "a/../../x"] {
+            assert!(promote_into_upper(&layer, &upper, &[PathBuf::from(bad)]).is_err(), "{bad}");
+        }
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+
     #[test]
     fn escapes_separators() {
         assert_eq!(escape(Path::new("/a,b:c\\d")), "/a\\,b\\:c\\\\d");

@@ -213,6 +213,11 @@ pub struct Checkpoint {
     pub created_at: f64,
     pub source: CheckpointSource,
     pub wipe: Vec<WipeRange>,
+    /// Files of `layer` (relative paths) that the source's processes had open for writing or mapped
+    /// shared and writable at dump time: a restore moves them into the sibling's upper before mounting,
+    /// where the first write would have copied them anyway (absent in older records: none).
+    #[serde(default)]
+    pub write_open: Vec<PathBuf>,
     /// The CRIU options the dump used.
     pub criu_options: Vec<String>,
     #[serde(flatten)]
@@ -229,6 +234,9 @@ impl Checkpoint {
         }
         if c.images != c.dir.join("images") || c.layer != c.dir.join("layer") {
             return Err(Error::bad_field("images", "images and layer must be the checkpoint directory's images/ and layer/"));
+        }
+        if let Some(bad) = c.write_open.iter().find(|p| p.as_os_str().is_empty() || !p.components().all(|c| matches!(c, std::path::Component::Normal(_)))) {
+            return Err(Error::bad_field("write_open", format!("{} is not a plain relative path inside the layer", bad.display())));
         }
         if c.layers.iter().enumerate().any(|(i, l)| *l != c.dir.join("layers").join(i.to_string())) {
             return Err(Error::bad_field("layers", "layers must be the checkpoint directory's layers/0, layers/1, ..."));

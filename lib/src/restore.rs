@@ -96,7 +96,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let t = Instant::now();
     let mut layers = vec![c.layer.clone()];
     layers.extend(c.layers.iter().cloned());
-    let overlay = crate::overlay::mount_root(ledger, &s.state_dir, &layers, o.tmpfs_bytes, &[])?;
+    let overlay = crate::overlay::mount_root(ledger, &s.state_dir, &layers, o.tmpfs_bytes, &[], &c.write_open)?;
     let merged = overlay.merged.clone();
     s.overlay = Some(overlay);
     let overlay_s = t.elapsed().as_secs_f64();
