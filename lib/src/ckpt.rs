@@ -101,10 +101,8 @@ pub fn write_open_files(session: &Session, upper: &Path) -> Result<Vec<PathBuf>>
     for pid in crate::proc::pids_in_pidns(ns.inodes.pid) {
         for e in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
             let Ok(target) = std::fs::read_link(e.path()) else { continue };
-            let flags = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_string_lossy())).ok().and_then(|t| {
-                t.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-            });
-            if flags.is_some_and(|f| f & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32) {
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_string_lossy())).unwrap_or_default();
+            if crate::audit::scan::open_mode(&info).1 {
                 consider(&target.to_string_lossy());
             }
         }

@@ -219,10 +219,7 @@ const NETWORK_TIME_FILE: &str = "network_s";
 /// `net` is given) create its veth (the link is already in the ledger), address both ends, raise eth0 and
 /// lo, and leave the time it took in the state directory for the record.
 pub fn ledger_init(state_dir: &std::path::Path, pid: i32, net: Option<(u32, &str)>) -> Result<()> {
-    let id = state_dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if crate::state::check_id(id).is_err() || crate::state::session_dir(id) != state_dir {
-        return Err(Error::bad_input(format!("{} is not a session state directory", state_dir.display())));
-    }
+    crate::destroy::check_state_dir(state_dir)?;
     let ledger = Ledger::open(state_dir)?;
     let start = crate::proc::start_time(pid).ok_or_else(|| Error::failed(format!("restored init {pid} is gone")))?;
     ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })?;

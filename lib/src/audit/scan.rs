@@ -163,8 +163,8 @@ fn mm(dev: u64) -> String {
     format!("{a}:{b}")
 }
 
-/// Open mode of a descriptor from its fdinfo `flags` (octal).
-fn open_mode(fdinfo: &str) -> (Option<String>, bool) {
+/// Open mode of a descriptor from its fdinfo `flags` (octal), and whether it writes.
+pub(crate) fn open_mode(fdinfo: &str) -> (Option<String>, bool) {
     let Some(flags) = fdinfo.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|v| i64::from_str_radix(v.trim(), 8).ok()) else {
         return (None, false);
     };
