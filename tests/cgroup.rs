@@ -397,7 +397,9 @@ fn real_session_under_limits() {
     assert!(o.status.success(), "watch: {}", text(&o.stderr));
     let x: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     eprintln!("real session sample: {x}");
-    assert!(x["memory_peak_bytes"].as_u64().unwrap() > 20 << 20, "a desktop uses more than 20 MiB: {x}");
+    // Sampled right after drums-desktop start returns, while Chromium is still starting: Xvfb and the
+    // rest already hold well over 8 MiB (a bare session init holds under 1 MiB).
+    assert!(x["memory_peak_bytes"].as_u64().unwrap() > 8 << 20, "a desktop uses more than 8 MiB: {x}");
     assert!(x["cpu_usage_ns"].as_u64().unwrap() > 50_000_000, "a desktop start uses CPU: {x}");
     assert!(x["processes"].as_u64().unwrap() >= procs.len() as u64 - 1, "{x}");
     assert_eq!(x["init_alive"], true);

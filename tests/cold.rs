@@ -69,6 +69,9 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
     assert_eq!(rec["desktop"]["mit_shm"], false);
     let (_, ext) = inside(&id, "DISPLAY=:0 xdpyinfo -queryExtensions | grep -c MIT-SHM || true");
     assert_eq!(ext, "0", "Xvfb offers MIT-SHM");
+    assert_eq!(rec["desktop"]["glx"], false);
+    let (_, ext) = inside(&id, "DISPLAY=:0 xdpyinfo -queryExtensions | grep -c GLX || true");
+    assert_eq!(ext, "0", "Xvfb offers GLX");
     let (_, write) = inside(&id, "echo x > /etc/drums-cold-probe && cat /etc/drums-cold-probe");
     assert_eq!(write, "x");
     assert!(!std::path::Path::new("/etc/drums-cold-probe").exists(), "a write inside must not reach the host");

@@ -84,7 +84,8 @@ fn an_induced_fault_is_recorded_and_the_driver_goes_on() {
         assert!(r["telemetry"]["samples"].as_u64().unwrap() > 0 && r["telemetry"]["memory_peak_mib_kernel"].as_f64().unwrap() > 10.0, "{r}");
     }
     assert_eq!(rollouts[4]["reset_kind"], "recreate");
-    assert!(rollouts[4]["reset_s"].as_f64().unwrap() > 0.5);
+    // A recreate is a destroy and a whole cold start (about 0.4 s here; Chromium alone takes over 0.2 s).
+    assert!(rollouts[4]["reset_s"].as_f64().unwrap() > 0.2, "{}", rollouts[4]);
     // Rollout 6 skipped its reset (reuse@6): it ran on rollout 5's session, where rollout 5's marker is.
     let (r5, r6) = (&rollouts[4], &rollouts[5]);
     assert_eq!((r6["reset_kind"].as_str(), r6["injected_fault"].as_str(), r6["reset_s"].clone()), (Some("reused"), Some("reuse"), Value::Null), "{r6}");

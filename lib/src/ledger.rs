@@ -4,8 +4,14 @@
 //! Format: `<state_dir>/ledger.jsonl`, one JSON object per line. The first line is the owner entry.
 //! Each later line says that a resource is about to be created (`"op":"create"`), has been removed
 //! (`"op":"release"`), or marks a phase of the session's life (`"op":"phase"`). Appends take an exclusive
-//! `flock` and are one `write` of a whole line followed by `fsync`, so concurrent tools never interleave
-//! and a crash leaves at most one truncated last line, which readers skip and report.
+//! `flock` and are one `write` of a whole line, so concurrent tools never interleave and a tool killed
+//! mid-write leaves at most one truncated last line, which readers skip and report.
+//!
+//! No `fsync`: what a killed tool wrote is in the page cache and visible to destroy and the sweep at once,
+//! and a machine crash, the only thing `fsync` would guard against, takes every resource a ledger can name
+//! with it (processes, mounts, links, cgroups, slots under the state root) except an unfinished
+//! checkpoint, which the sweep finds by its `.partial` name. The 13 syncs of one restore cost about 15 ms
+//! on this machine's virtual disk.
 
 use crate::error::{Error, IoContext, Result};
 use crate::record::Owner;
@@ -106,7 +112,6 @@ impl Ledger {
         let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).ctx("create ledger", &path)?;
         let line = line_of(&Entry::Owner { t: crate::state::now(), session: session.to_string(), owner, ttl_s });
         f.write_all(line.as_bytes()).ctx("write ledger", &path)?;
-        f.sync_all().ctx("sync ledger", &path)?;
         Ok(Ledger { dir: dir.to_path_buf() })
     }
 
@@ -149,7 +154,6 @@ impl Ledger {
             line.insert(0, '\n');
         }
         (&f).write_all(line.as_bytes()).ctx("append to ledger", &path)?;
-        f.sync_data().ctx("sync ledger", &path)?;
         Ok(())
     }
 

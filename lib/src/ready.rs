@@ -37,6 +37,19 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
     let mut last_titles = vec![];
     let mut failed;
     let mut last_shot = None;
+    let mut last_rows = None;
+    // With --png the whole screen is read at every poll, to be saved; otherwise only until more than
+    // the threshold of it is found changed.
+    let look = |d: &crate::x11::Display| -> Result<(f64, u16, Option<crate::x11::Shot>)> {
+        let total = d.width as usize * d.height as usize;
+        if opts.png.is_some() {
+            let shot = d.screenshot()?;
+            Ok((shot.changed_fraction(opts.blank), d.height, Some(shot)))
+        } else {
+            let (changed, rows) = d.count_changed(opts.blank, (opts.threshold * total as f64).floor() as usize)?;
+            Ok((changed as f64 / total.max(1) as f64, rows, None))
+        }
+    };
     loop {
         polls += 1;
         failed = vec![];
@@ -46,10 +59,10 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
         match &display {
             None => failed.push("display".to_string()),
             // Titles first: the screenshot is then at least as late as the title it is judged with.
-            Some(d) => match d.client_titles().and_then(|t| Ok((d.screenshot()?, t))) {
-                Ok((shot, titles)) => {
-                    let f = shot.changed_fraction(opts.blank);
+            Some(d) => match d.client_titles().and_then(|t| Ok((look(d)?, t))) {
+                Ok(((f, rows, shot), titles)) => {
                     last_fraction = Some(f);
+                    last_rows = Some(rows);
                     if f <= opts.threshold {
                         failed.push("pixels".into());
                     }
@@ -57,7 +70,9 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
                         failed.push("title".into());
                     }
                     last_titles = titles;
-                    last_shot = Some(shot);
+                    if shot.is_some() {
+                        last_shot = shot;
+                    }
                 }
                 _ => {
                     failed.push("display".into());
@@ -84,6 +99,7 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
         ready,
         ready_s: ready.then(|| start.elapsed().as_secs_f64()),
         changed_fraction: last_fraction,
+        rows_read: last_rows,
         threshold: opts.threshold,
         title_expected: title,
         titles_seen: last_titles,

@@ -106,6 +106,10 @@ pub struct Desktop {
     /// sessions made before the option existed, which had it.
     #[serde(default = "yes")]
     pub mit_shm: bool,
+    /// Whether Xvfb offers the GLX extension (`drums-desktop start --glx`). Absent in records of sessions
+    /// made before the option existed, which had it.
+    #[serde(default = "yes")]
+    pub glx: bool,
 }
 
 fn yes() -> bool {
@@ -117,8 +121,13 @@ pub struct Ready {
     pub ready: bool,
     /// Seconds from the first poll until both conditions held; null when not ready.
     pub ready_s: Option<f64>,
-    /// Fraction of pixels that differ from a blank desktop, at the last poll.
+    /// Fraction of the screen's pixels found different from a blank desktop at the last poll. The screen
+    /// is read from the top in bands until more than the threshold is found, so when ready this is a
+    /// lower bound (`rows_read` < the screen's height); with a PNG it is the whole screen's.
     pub changed_fraction: Option<f64>,
+    /// Rows of the screen read at the last poll (absent in older records).
+    #[serde(default)]
+    pub rows_read: Option<u16>,
     pub threshold: f64,
     pub title_expected: String,
     /// Window titles seen at the last poll (client windows of the window manager).

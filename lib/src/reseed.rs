@@ -194,13 +194,16 @@ pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool) -> Resul
     }
     let mut cdp = Cdp::connect(init_pid, port, Duration::from_secs(10))?;
     let (_, page) = cdp.attach_page()?;
-    cdp.call(Some(&page), "Page.enable", json!({}))?;
+    // Not waited for: the page session handles its commands in order, so the load event of the
+    // navigation below is reported.
+    let enable = cdp.send(Some(&page), "Page.enable", json!({}))?;
     let opaque = url.starts_with("data:");
     let navigate = |cdp: &mut Cdp| cdp.send(Some(&page), "Page.navigate", json!({"url": url}));
     let nav = if opaque { Some(navigate(&mut cdp)?) } else { None };
     let cookies = cdp.send(Some(&page), "Network.clearBrowserCookies", json!({}))?;
     let jar = cdp.send(None, "Storage.clearCookies", json!({}))?;
     let storage = cdp.send(Some(&page), "Storage.clearDataForOrigin", json!({"origin": "*", "storageTypes": "all"}))?;
+    cdp.reply(enable, "Page.enable")?;
     cdp.reply(cookies, "Network.clearBrowserCookies")?;
     cdp.reply(jar, "Storage.clearCookies")?;
     b.cookies_cleared = true;

@@ -42,6 +42,9 @@ enum Cmd {
         /// Offer Xvfb's MIT-SHM extension (off by default: each restore would recreate its shared memory).
         #[arg(long)]
         mit_shm: bool,
+        /// Offer Xvfb's GLX extension (off by default: Xvfb would load Mesa, 13 MiB more per session).
+        #[arg(long)]
+        glx: bool,
         /// An extra Chromium argument; may be repeated.
         #[arg(long = "chromium-arg", value_name = "ARG", allow_hyphen_values = true)]
         chromium_args: Vec<String>,
@@ -60,11 +63,11 @@ fn parse_size(s: &str) -> drums::Result<(u32, u32, u32)> {
 
 fn main() {
     cli::run("drums-desktop", |a: Args| match a.cmd {
-        Cmd::Start { display, size, url, title, no_guest, guest_user, no_chromium, mit_shm, chromium_args, input } => {
+        Cmd::Start { display, size, url, title, no_guest, guest_user, no_chromium, mit_shm, glx, chromium_args, input } => {
             let (width, height, depth) = parse_size(&size)?;
             let sessions = cli::read_sessions(input.as_deref())?;
             cli::require_root()?;
-            let o = DesktopOptions { display, width, height, depth, url, title, guest: !no_guest, chromium: !no_chromium, extra_chromium_args: chromium_args, guest_user, mit_shm };
+            let o = DesktopOptions { display, width, height, depth, url, title, guest: !no_guest, chromium: !no_chromium, extra_chromium_args: chromium_args, guest_user, mit_shm, glx };
             for mut s in sessions {
                 drums::desktop::start(&mut s, &o)?;
                 drums::session_io::emit_session(&s)?;
