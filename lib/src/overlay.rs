@@ -100,18 +100,87 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: 
     Ok(Overlay { merged, upper, work, tmpfs: rw, layers: layers.to_vec(), tmpfs_bytes })
 }
 
-/// Copy a layer with everything overlayfs cares about: owners, modes, whiteouts (0:0 character devices)
-/// and `trusted.overlay.*` extended attributes (cp -a keeps them when run as root).
+/// Copy a layer with everything overlayfs cares about: owners, modes, times, whiteouts (0:0 character
+/// devices) and other special files, symlinks, hard links, and extended attributes (`trusted.overlay.*`
+/// among them; this needs root). In-process: a restore copies two layers, and running `cp -a` for each
+/// cost a few milliseconds of process start on top of the copying.
 pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir(to).ctx("create directory", to)?;
-    let o = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", from.display()))
-        .arg(to)
-        .output()
-        .map_err(|e| Error::env(format!("run cp: {e}")))?;
-    if !o.status.success() {
-        return Err(Error::failed(format!("copy layer {} to {}: {}", from.display(), to.display(), String::from_utf8_lossy(&o.stderr).trim())));
+    let mut links = std::collections::HashMap::new();
+    copy_entry(from, to, &mut links)
+}
+
+fn cpath(p: &Path) -> Result<std::ffi::CString> {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Error::bad_input(format!("{}: path has a NUL", p.display())))
+}
+
+fn check(rc: libc::c_int, what: &str, p: &Path) -> Result<()> {
+    if rc != 0 {
+        return Err(Error::io(what, p, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn copy_entry(from: &Path, to: &Path, links: &mut std::collections::HashMap<(u64, u64), PathBuf>) -> Result<()> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::symlink_metadata(from).ctx("stat", from)?;
+    let t = m.file_type();
+    let (cf, ct) = (cpath(from)?, cpath(to)?);
+    if !t.is_dir() && m.nlink() > 1 {
+        if let Some(first) = links.get(&(m.dev(), m.ino())) {
+            return std::fs::hard_link(first, to).ctx("link", to);
+        }
+        links.insert((m.dev(), m.ino()), to.to_path_buf());
+    }
+    if t.is_dir() {
+        std::fs::create_dir(to).ctx("create directory", to)?;
+        for e in std::fs::read_dir(from).ctx("read directory", from)? {
+            let e = e.ctx("read directory", from)?;
+            copy_entry(&e.path(), &to.join(e.file_name()), links)?;
+        }
+    } else if t.is_symlink() {
+        let target = std::fs::read_link(from).ctx("read link", from)?;
+        std::os::unix::fs::symlink(&target, to).ctx("symlink", to)?;
+    } else if t.is_file() {
+        std::fs::copy(from, to).ctx("copy", to)?;
+    } else if t.is_char_device() || t.is_block_device() || t.is_fifo() || t.is_socket() {
+        check(unsafe { libc::mknod(ct.as_ptr(), m.mode(), m.rdev()) }, "mknod", to)?;
+    } else {
+        return Err(Error::failed(format!("{}: a file of a kind a layer cannot hold", from.display())));
+    }
+    check(unsafe { libc::lchown(ct.as_ptr(), m.uid(), m.gid()) }, "chown", to)?;
+    if !t.is_symlink() {
+        // After chown, which clears set-id bits.
+        check(unsafe { libc::chmod(ct.as_ptr(), m.mode() & 0o7777) }, "chmod", to)?;
+    }
+    copy_xattrs(&cf, &ct, to)?;
+    let times = [
+        libc::timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() },
+        libc::timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() },
+    ];
+    check(unsafe { libc::utimensat(libc::AT_FDCWD, ct.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) }, "set times", to)
+}
+
+fn copy_xattrs(from: &std::ffi::CStr, to: &std::ffi::CStr, to_path: &Path) -> Result<()> {
+    let n = unsafe { libc::llistxattr(from.as_ptr(), std::ptr::null_mut(), 0) };
+    if n <= 0 {
+        return Ok(());
+    }
+    let mut names = vec![0u8; n as usize];
+    let n = unsafe { libc::llistxattr(from.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if n < 0 {
+        return Err(Error::io("list extended attributes", to_path, std::io::Error::last_os_error()));
+    }
+    for name in names[..n as usize].split(|b| *b == 0).filter(|x| !x.is_empty()) {
+        let cname = std::ffi::CString::new(name).expect("split at NUL");
+        let len = unsafe { libc::lgetxattr(from.as_ptr(), cname.as_ptr(), std::ptr::null_mut(), 0) };
+        if len < 0 {
+            return Err(Error::io(format!("read attribute {}", cname.to_string_lossy()), to_path, std::io::Error::last_os_error()));
+        }
+        let mut value = vec![0u8; len as usize];
+        let len = unsafe { libc::lgetxattr(from.as_ptr(), cname.as_ptr(), value.as_mut_ptr().cast(), value.len()) };
+        if len < 0 || unsafe { libc::lsetxattr(to.as_ptr(), cname.as_ptr(), value.as_ptr().cast(), len as usize, 0) } != 0 {
+            return Err(Error::io(format!("copy attribute {}", cname.to_string_lossy()), to_path, std::io::Error::last_os_error()));
+        }
     }
     Ok(())
 }
@@ -242,6 +311,35 @@ mod tests {
         for bad in ["../x", "/etc/passwd", "a/../../x"] {
             assert!(promote_into_upper(&layer, &upper, &[PathBuf::from(bad)]).is_err(), "{bad}");
         }
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+
+    #[test]
+    fn copies_a_layer_with_whiteouts_links_modes_and_attributes() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let t = std::env::temp_dir().join(format!("drums-copy-{}", std::process::id()));
+        let (from, to) = (t.join("from"), t.join("to"));
+        std::fs::create_dir_all(from.join("d/e")).unwrap();
+        std::fs::write(from.join("d/f"), b"data").unwrap();
+        std::os::unix::fs::lchown(from.join("d/f"), Some(1), Some(2)).unwrap();
+        // After the chown, which clears set-id bits.
+        std::fs::set_permissions(from.join("d/f"), std::fs::Permissions::from_mode(0o4751)).unwrap();
+        std::fs::hard_link(from.join("d/f"), from.join("d/g")).unwrap();
+        std::os::unix::fs::symlink("f", from.join("d/l")).unwrap();
+        let wh = cpath(&from.join("d/gone")).unwrap();
+        assert_eq!(unsafe { libc::mknod(wh.as_ptr(), libc::S_IFCHR, 0) }, 0, "mknod needs root");
+        xattr_set(&from.join("d/e"), c"trusted.overlay.opaque", b"y").unwrap();
+        copy_tree(&from, &to).unwrap();
+        let f = std::fs::metadata(to.join("d/f")).unwrap();
+        assert_eq!((std::fs::read(to.join("d/f")).unwrap(), f.mode() & 0o7777, f.uid(), f.gid()), (b"data".to_vec(), 0o4751, 1, 2));
+        assert_eq!(std::fs::metadata(to.join("d/g")).unwrap().ino(), f.ino(), "hard links stay links");
+        assert_eq!(std::fs::read_link(to.join("d/l")).unwrap(), Path::new("f"));
+        let w = std::fs::symlink_metadata(to.join("d/gone")).unwrap();
+        assert!(std::os::unix::fs::FileTypeExt::is_char_device(&w.file_type()) && w.rdev() == 0, "the whiteout");
+        let mut v = [0u8; 4];
+        let n = unsafe { libc::lgetxattr(cpath(&to.join("d/e")).unwrap().as_ptr(), c"trusted.overlay.opaque".as_ptr(), v.as_mut_ptr().cast(), 4) };
+        assert_eq!(&v[..n.max(0) as usize], b"y", "the opaque mark");
+        assert_eq!(std::fs::metadata(to.join("d/f")).unwrap().mtime(), std::fs::metadata(from.join("d/f")).unwrap().mtime());
         std::fs::remove_dir_all(&t).unwrap();
     }
 
