@@ -98,8 +98,13 @@ fn clone_hygiene() {
     prepare_source(&src);
     let src_rec = serde_json::to_string(&src).unwrap();
     let clean = run_ok("drums-ckpt", &["--clean", "--leave-running"], &src_rec);
-    let kept = run_ok("drums-ckpt", &[], &src_rec);
-    let (clean_rec, kept_rec): (Value, Value) = (serde_json::from_str(clean.trim()).unwrap(), serde_json::from_str(kept.trim()).unwrap());
+    let kept = run_ok("drums-ckpt", &["--leave-running"], &src_rec);
+    // Last, ending the source: a clean checkpoint whose source does not go on has its browser state
+    // erased before the dump.
+    let erased = run_ok("drums-ckpt", &["--clean"], &src_rec);
+    let (clean_rec, kept_rec, erased_rec): (Value, Value, Value) = (serde_json::from_str(clean.trim()).unwrap(), serde_json::from_str(kept.trim()).unwrap(), serde_json::from_str(erased.trim()).unwrap());
+    assert_eq!((clean_rec["browser_erased"].clone(), kept_rec["browser_erased"].clone()), (Value::Null, Value::Null), "a source that goes on keeps its browser state");
+    assert_eq!((erased_rec["browser_erased"]["cookies_cleared"].as_bool(), erased_rec["browser_erased"]["storage_cleared"].as_bool()), (Some(true), Some(true)), "{erased_rec}");
 
     // Reseed off: clones.
     let raw = restore(&clean, 2, false, &mut guard);
@@ -133,6 +138,7 @@ fn clone_hygiene() {
     assert_eq!((a.cookie, b.cookie), (None, None), "cookies of a clean checkpoint are erased");
     assert_ne!(a.new_context_id, b.new_context_id, "new browser context id");
     for s in &fresh {
+        assert_eq!(s["reseed"]["browser"]["cleared_at"], "reseed");
         assert_eq!(s["reseed"]["browser"]["renderer_renewed"], true);
         assert!(s["reseed"]["wiped_ranges"].as_u64().unwrap() > 0, "no wipe-on-fork range was zeroed");
     }
@@ -146,7 +152,18 @@ fn clone_hygiene() {
     assert_ne!(a.guest_rng, b.guest_rng);
     assert_ne!(a.python_random, b.python_random);
     assert_ne!(a.new_context_id, b.new_context_id, "the browser process's own randomness is reseeded either way");
-    for c in [&clean, &kept] {
+    // Reseed on, clean checkpoint erased at dump time: the same, with the clearing done once, before the dump.
+    let raw = restore(&erased, 1, false, &mut guard);
+    assert_eq!(probe(&raw[0], &erased_rec).cookie, None, "the erased checkpoint holds no cookie");
+    let erased_sibs = restore(&erased, 2, true, &mut guard);
+    let (a, b) = (probe(&erased_sibs[0], &erased_rec), probe(&erased_sibs[1], &erased_rec));
+    assert_eq!((a.cookie, b.cookie), (None, None));
+    assert_ne!(a.math_random, b.math_random, "Math.random");
+    assert_ne!(a.new_context_id, b.new_context_id, "new browser context id");
+    for s in &erased_sibs {
+        assert_eq!((s["reseed"]["browser"]["cleared_at"].as_str(), s["reseed"]["browser"]["renderer_renewed"].as_bool()), (Some("dump"), Some(true)), "{}", s["reseed"]);
+    }
+    for c in [&clean, &kept, &erased] {
         let id: Value = serde_json::from_str(c.trim()).unwrap();
         let _ = std::fs::remove_dir_all(id["dir"].as_str().unwrap());
     }

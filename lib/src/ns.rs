@@ -4,7 +4,7 @@
 //! then forks the future PID 1, which waits on a pipe. The parent ledgers that process, builds the veth
 //! pair, and only then tells it to go on: a creator killed at any point leaves either nothing or a
 //! ledgered init (an init whose go-pipe closes without a message exits by itself). The init then makes
-//! its mounts private, pivots into the overlay, mounts /proc, fills its own /dev, mounts /dev/pts, /dev/shm and /tmp,
+//! its mounts private, pivots into the overlay, mounts /proc, fills its own /dev, mounts /dev/pts,
 //! detaches the old root, sets the hostname, calls setsid, closes every descriptor and re-executes
 //! `drums-ns init` from the new root, so that nothing it holds points into the host's file system
 //! (CRIU refuses such a tree).
@@ -172,7 +172,7 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
     // /proc before the old root goes: the other order failed with CRIU (see docs).
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), nosuid, None::<&str>).map_err(|x| e("mount", &"/proc", x))?;
-    // /dev, /run and /var/lib/drums are the session's own empty directories (drums-overlay made them
+    // /dev, /run, /var/lib/drums and /tmp are the session's own empty directories (drums-overlay made them
     // opaque): nothing of the host's shows there, and no tmpfs is needed for that (see overlay::OWN_DIRS).
     for d in crate::overlay::OWN_DIRS {
         let p = Path::new("/").join(d);
@@ -189,13 +189,15 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
     for d in ["/dev/pts", "/dev/shm"] {
         std::fs::create_dir(d).map_err(|x| format!("mkdir {d}: {x}"))?;
     }
+    // /dev/shm and /tmp (an opaque directory from drums-overlay) are directories of the session's upper,
+    // which is memory already: as tmpfs mounts of their own CRIU would tar them in every dump and untar
+    // them in every restore.
+    std::fs::set_permissions("/dev/shm", std::os::unix::fs::PermissionsExt::from_mode(0o1777)).map_err(|x| format!("chmod /dev/shm: {x}"))?;
     mount(Some("devpts"), "/dev/pts", Some("devpts"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))
         .map_err(|x| e("mount", &"/dev/pts", x))?;
-    mount(Some("shm"), "/dev/shm", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=1777")).map_err(|x| e("mount", &"/dev/shm", x))?;
     for (link, target) in [("/dev/ptmx", "pts/ptmx"), ("/dev/fd", "/proc/self/fd"), ("/dev/stdin", "/proc/self/fd/0"), ("/dev/stdout", "/proc/self/fd/1"), ("/dev/stderr", "/proc/self/fd/2")] {
         std::os::unix::fs::symlink(target, link).map_err(|x| format!("symlink {link}: {x}"))?;
     }
-    mount(Some("tmpfs"), "/tmp", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=1777")).map_err(|x| e("mount", &"/tmp", x))?;
     umount2(&*format!("/{OLD_ROOT}"), MntFlags::MNT_DETACH).map_err(|x| e("detach the old root", &OLD_ROOT, x))?;
     let _ = std::fs::remove_dir(format!("/{OLD_ROOT}"));
 

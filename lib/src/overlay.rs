@@ -46,11 +46,15 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
 }
 
 /// Directories of a new session's root that show nothing of the layers below (overlayfs "opaque"
-/// directories in the upper): /dev gets only the nodes drums-ns makes, and the host's /run and Drums' own
-/// checkpoints stay out of sight. They are plain directories of the session's upper rather than tmpfs
-/// mounts because CRIU packs every tmpfs with tar and gzip and unpacks it in each restore (about 3.5 ms
-/// each), while the upper is copied once into the checkpoint layer, opaque marks included.
-pub const OWN_DIRS: &[&str] = &["dev", "run", "var/lib/drums"];
+/// directories in the upper): /dev gets only the nodes drums-ns makes, /tmp starts empty, and the host's
+/// /run and Drums' own checkpoints stay out of sight. They are plain directories of the session's upper
+/// (itself on a tmpfs) rather than tmpfs mounts because CRIU packs every tmpfs with tar and gzip and
+/// unpacks it in each restore (two processes each, about 3.5 ms), while the upper is copied once into
+/// the checkpoint layer, opaque marks included.
+pub const OWN_DIRS: &[&str] = &["dev", "run", "var/lib/drums", "tmp"];
+
+/// Of OWN_DIRS, those anyone may write to (mode 1777, like a /tmp).
+const STICKY_DIRS: &[&str] = &["tmp"];
 
 /// Mount a tmpfs at `<dir>/rw` (upper and work) and the overlay at `<dir>/root`, each ledgered first.
 /// `own_dirs` are made opaque in the upper (see OWN_DIRS); a restore passes none, since its checkpoint
@@ -69,6 +73,9 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: 
         let p = upper.join(d);
         std::fs::create_dir_all(&p).ctx("create directory", &p)?;
         xattr_set(&p, c"trusted.overlay.opaque", b"y")?;
+        if STICKY_DIRS.contains(d) {
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).ctx("chmod", &p)?;
+        }
     }
 
     // overlayfs refuses (ELOOP) a lower layer inside another layer, and every layer on the host's root file
@@ -101,7 +108,7 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: 
 }
 
 /// Copy a layer with everything overlayfs cares about: owners, modes, times, whiteouts (0:0 character
-/// devices) and other special files, symlinks, hard links, and extended attributes (`trusted.overlay.*`
+/// devices) and other device nodes and FIFOs (not sockets), symlinks, hard links, and extended attributes (`trusted.overlay.*`
 /// among them; this needs root). In-process: a restore copies two layers, and running `cp -a` for each
 /// cost a few milliseconds of process start on top of the copying.
 pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
@@ -142,7 +149,11 @@ fn copy_entry(from: &Path, to: &Path, links: &mut std::collections::HashMap<(u64
         std::os::unix::fs::symlink(&target, to).ctx("symlink", to)?;
     } else if t.is_file() {
         std::fs::copy(from, to).ctx("copy", to)?;
-    } else if t.is_char_device() || t.is_block_device() || t.is_fifo() || t.is_socket() {
+    } else if t.is_socket() {
+        // A socket's name is no socket: nothing listens on a copy, and CRIU binds the restored sockets
+        // to their paths itself (an existing name would make that bind fail).
+        return Ok(());
+    } else if t.is_char_device() || t.is_block_device() || t.is_fifo() {
         check(unsafe { libc::mknod(ct.as_ptr(), m.mode(), m.rdev()) }, "mknod", to)?;
     } else {
         return Err(Error::failed(format!("{}: a file of a kind a layer cannot hold", from.display())));

@@ -193,6 +193,15 @@ pub struct CheckpointSource {
     pub desktop: Desktop,
 }
 
+/// What drums-ckpt erased in the browser before a dump.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BrowserErased {
+    pub cookies_cleared: bool,
+    /// `Storage.clearDataForOrigin` for every storage type succeeded.
+    pub storage_cleared: bool,
+    pub seconds: f64,
+}
+
 /// A checkpoint: CRIU images and a read-only layer on disk, restorable after its source is gone.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Checkpoint {
@@ -219,6 +228,11 @@ pub struct Checkpoint {
     pub manifest: Map<String, Value>,
     /// Declared clean: its browser state may be erased by drums-reseed.
     pub clean: bool,
+    /// For a clean checkpoint whose source ended with the dump: drums-ckpt erased the browser's cookies
+    /// and storage just before the dump. Null otherwise (and in older records): each sibling's drums-reseed
+    /// erases them.
+    #[serde(default)]
+    pub browser_erased: Option<BrowserErased>,
     pub created_at: f64,
     pub source: CheckpointSource,
     pub wipe: Vec<WipeRange>,

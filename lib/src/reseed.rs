@@ -26,6 +26,9 @@ pub struct BrowserReseed {
     pub clean: bool,
     pub cookies_cleared: bool,
     pub storage_cleared: bool,
+    /// Who erased cookies and storage: `dump` (drums-ckpt, before the dump: the checkpoint record's
+    /// `browser_erased`), `reseed` (this sibling's drums-reseed), null when kept.
+    pub cleared_at: Option<&'static str>,
     /// The page was navigated to its own URL, which moves it into a renderer forked after the restore.
     pub renderer_renewed: bool,
     pub note: Option<String>,
@@ -152,7 +155,8 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
         if let Some(d) = s.desktop.clone().filter(|d| d.processes.iter().any(|p| p.role == "chromium")) {
             let t = Instant::now();
             let clean = checkpoint.as_ref().is_some_and(|c| c.clean);
-            let mut b = reseed_browser(ns.init_pid, d.devtools_port, &d.url, clean)?;
+            let erased = checkpoint.as_ref().and_then(|c| c.browser_erased.as_ref());
+            let mut b = reseed_browser(ns.init_pid, d.devtools_port, &d.url, clean, erased)?;
             b.seconds = t.elapsed().as_secs_f64();
             times.insert("browser_s".into(), b.seconds);
             browser = Some(b);
@@ -178,7 +182,18 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
     Ok(())
 }
 
-/// For a clean checkpoint: clear cookies and storage, and navigate the page to its own URL, which moves
+/// Clear the default context's cookies (the page's and the browser's jar) and every storage type:
+/// (cookies cleared, storage cleared). Storage is best effort: Chromium refuses it for some pages.
+pub fn erase_browser_state(cdp: &mut Cdp) -> Result<(bool, bool)> {
+    let (_, page) = cdp.attach_page()?;
+    cdp.call(Some(&page), "Network.clearBrowserCookies", json!({}))?;
+    cdp.call(None, "Storage.clearCookies", json!({}))?;
+    let storage = cdp.call(Some(&page), "Storage.clearDataForOrigin", json!({"origin": "*", "storageTypes": "all"})).is_ok();
+    Ok((true, storage))
+}
+
+/// For a clean checkpoint whose browser state drums-ckpt erased before the dump (`erased_at_dump`): only
+/// the navigation below. For any other clean checkpoint: clear cookies and storage, and navigate the page to its own URL, which moves
 /// it into a renderer forked after the restore (a data: URL switches process on a same-URL navigation),
 /// so its V8 state (Math.random) is new. A non-clean checkpoint keeps its browser state by design.
 ///
@@ -186,7 +201,7 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
 /// runs while the new renderer starts (it takes about 25 ms of the ~80 ms); any other page could read the
 /// old state while loading, so it is navigated only once the clearing is done. Either way the clearing has
 /// finished when this returns.
-pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool) -> Result<BrowserReseed> {
+pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool, erased_at_dump: Option<&crate::record::BrowserErased>) -> Result<BrowserReseed> {
     let mut b = BrowserReseed { clean, ..Default::default() };
     if !clean {
         b.note = Some("checkpoint not declared clean: browser state kept by design".into());
@@ -194,6 +209,16 @@ pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool) -> Resul
     }
     let mut cdp = Cdp::connect(init_pid, port, Duration::from_secs(10))?;
     let (_, page) = cdp.attach_page()?;
+    if let Some(e) = erased_at_dump {
+        let enable = cdp.send(Some(&page), "Page.enable", json!({}))?;
+        let nav = cdp.send(Some(&page), "Page.navigate", json!({"url": url}))?;
+        cdp.reply(enable, "Page.enable")?;
+        cdp.reply(nav, "Page.navigate")?;
+        cdp.wait_event(Some(&page), "Page.loadEventFired", Duration::from_secs(10))?;
+        (b.cookies_cleared, b.storage_cleared, b.cleared_at, b.renderer_renewed) = (e.cookies_cleared, e.storage_cleared, Some("dump"), true);
+        return Ok(b);
+    }
+    b.cleared_at = Some("reseed");
     // Not waited for: the page session handles its commands in order, so the load event of the
     // navigation below is reported.
     let enable = cdp.send(Some(&page), "Page.enable", json!({}))?;
