@@ -211,7 +211,8 @@ fn generate() -> Option<Vec<u8>> {
 }
 
 /// Run a CRIU command made by `command()` to its end, or kill it when it exceeds `timeout()`. Its
-/// output goes to its log file (-o), so nothing is read from its pipes.
+/// output goes to its log file (-o), so nothing is read from its pipes. CRIU's exit is noticed at once
+/// (through a pidfd) rather than at the next of a series of sleeps.
 pub fn run(cmd: &mut std::process::Command) -> crate::Result<std::process::ExitStatus> {
     use std::process::Stdio;
     let mut child = cmd
@@ -220,17 +221,30 @@ pub fn run(cmd: &mut std::process::Command) -> crate::Result<std::process::ExitS
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| crate::Error::env(format!("run CRIU ({}): {e}", binary().display())))?;
+    let pid = child.id() as i32;
+    let pidfd = match unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32 {
+        fd if fd >= 0 => Some(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }),
+        _ => None,
+    };
     let limit = timeout();
     let t0 = std::time::Instant::now();
     loop {
+        let left = limit.saturating_sub(t0.elapsed());
+        if left.is_zero() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(crate::Error::failed(format!("CRIU did not finish within {limit:?} and was killed (DRUMS_CRIU_TIMEOUT)")));
+        }
+        let wait_ms = left.as_millis().clamp(1, 100) as i32;
+        if let Some(fd) = &pidfd {
+            let mut p = libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(fd), events: libc::POLLIN, revents: 0 };
+            unsafe { libc::poll(&mut p, 1, wait_ms) };
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(wait_ms.min(2) as u64));
+        }
         match child.try_wait() {
             Ok(Some(st)) => return Ok(st),
-            Ok(None) if t0.elapsed() > limit => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(crate::Error::failed(format!("CRIU did not finish within {limit:?} and was killed (DRUMS_CRIU_TIMEOUT)")));
-            }
-            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            Ok(None) => {}
             Err(e) => return Err(crate::Error::failed(format!("wait for CRIU: {e}"))),
         }
     }
