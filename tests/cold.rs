@@ -72,6 +72,12 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
     assert_eq!(rec["desktop"]["glx"], false);
     let (_, ext) = inside(&id, "DISPLAY=:0 xdpyinfo -queryExtensions | grep -c GLX || true");
     assert_eq!(ext, "0", "Xvfb offers GLX");
+    // A command that cannot be started: a shell's 127, and an error object saying why.
+    let o = Command::new(tool("drums-ns")).args(["exec", "--session", &id, "--", "/no/such/drums-command"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(127));
+    let err: serde_json::Value = serde_json::from_str(text(&o.stderr).trim()).expect("one JSON error object on stderr");
+    assert_eq!((err["kind"].as_str(), err["exit"].as_i64()), (Some("exec_failed"), Some(127)), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("No such file"), "{err}");
     let (_, write) = inside(&id, "echo x > /etc/drums-cold-probe && cat /etc/drums-cold-probe");
     assert_eq!(write, "x");
     assert!(!std::path::Path::new("/etc/drums-cold-probe").exists(), "a write inside must not reach the host");

@@ -327,7 +327,7 @@ fn join_root(root: &str, id: &str) -> String {
 
 /// Whether `p` is named like a session cgroup: `.../drums/<id>`.
 fn is_session_cgroup_name(p: &Path) -> bool {
-    let name_ok = p.file_name().and_then(|n| n.to_str()).map(|n| crate::state::check_id(n).is_ok()).unwrap_or(false);
+    let name_ok = p.file_name().and_then(|n| n.to_str()).map(|n| crate::state::check_session_id(n).is_ok()).unwrap_or(false);
     let parent_ok = p.parent().and_then(|q| q.file_name()).map(|n| n == PARENT).unwrap_or(false);
     p.is_absolute() && name_ok && parent_ok && !p.components().any(|c| matches!(c, std::path::Component::ParentDir))
 }

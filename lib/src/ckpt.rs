@@ -293,7 +293,7 @@ pub fn criu_log_tail(log: &Path) -> String {
 
 /// Read a checkpoint record from its directory, by id.
 pub fn load(id: &str) -> Result<Checkpoint> {
-    crate::state::check_id(id).map_err(|m| Error::bad_field("id", m))?;
+    crate::state::check_checkpoint_id(id).map_err(|m| Error::bad_field("id", m))?;
     let path = crate::state::checkpoint_root().join(id).join(RECORD_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::bad_input(format!("{}: {e} (no such checkpoint?)", path.display())))?;
     Checkpoint::parse(text.trim())

@@ -141,7 +141,7 @@ fn session_id_of<'a>(dir: &'a Path, sessions_root: &Path) -> Result<&'a str, Str
         return Err(refused());
     }
     let id = dir.file_name().and_then(|n| n.to_str()).ok_or_else(refused)?;
-    crate::state::check_id(id).map_err(|m| format!("{}: {m}", refused()))?;
+    crate::state::check_session_id(id).map_err(|m| format!("{}: {m}", refused()))?;
     Ok(id)
 }
 

@@ -276,6 +276,8 @@ pub struct Spawned {
     pub ns_pid: i32,
     /// Exit status when not detached.
     pub status: Option<i32>,
+    /// Why the command could not be started, when not detached (its status is then 127, as a shell's).
+    pub exec_error: Option<String>,
 }
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -365,14 +367,15 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
             // Returns as soon as the command has exec'd: no wait beyond the exec itself.
             let mut failure = Vec::new();
             let _ = std::fs::File::from(exec_r).read_to_end(&mut failure);
+            let exec_error = exec_failure(&failure).map(|e| format!("session {}: cannot start {}: {e}", session.id, argv[0]));
             if opts.detach {
-                if let Some(e) = exec_failure(&failure) {
-                    return Err(Error::failed(format!("session {}: cannot start {}: {e}", session.id, argv[0])));
+                if let Some(e) = exec_error {
+                    return Err(Error::failed(e));
                 }
             }
             let ns_pid = i32::from_le_bytes(buf);
             let host_pid = host_pid_of(ns.inodes.pid, ns_pid);
-            Ok(Spawned { host_pid, ns_pid, status: if opts.detach { None } else { Some(code) } })
+            Ok(Spawned { host_pid, ns_pid, status: if opts.detach { None } else { Some(code) }, exec_error })
         }
     }
 }

@@ -250,7 +250,7 @@ pub struct Checkpoint {
 impl Checkpoint {
     pub fn parse(line: &str) -> Result<Checkpoint> {
         let c: Checkpoint = from_value(parse_line(line, CHECKPOINT)?)?;
-        crate::state::check_id(&c.id).map_err(|m| Error::bad_field("id", m))?;
+        crate::state::check_checkpoint_id(&c.id).map_err(|m| Error::bad_field("id", m))?;
         let expected = crate::state::checkpoint_root().join(&c.id);
         if c.dir != expected {
             return Err(Error::bad_field("dir", format!("{} is not {} (where checkpoint {} lives)", c.dir.display(), expected.display(), c.id)));
@@ -318,7 +318,7 @@ impl Session {
 
     /// Refuse records whose names could point a tool at something that is not this session's.
     pub fn validate(&self) -> Result<()> {
-        crate::state::check_id(&self.id).map_err(|m| Error::bad_field("id", m))?;
+        crate::state::check_session_id(&self.id).map_err(|m| Error::bad_field("id", m))?;
         let expected = crate::state::session_dir(&self.id);
         if self.state_dir != expected {
             return Err(Error::bad_field(

@@ -28,7 +28,7 @@ pub fn load(id: &str) -> Result<Session> {
 /// The latest record of a session, by id; `None` when the session is gone (no state directory, or no
 /// record in it), which a caller may judge otherwise than a bad id or a bad record (drums-audit: incomplete).
 pub fn find(id: &str) -> Result<Option<Session>> {
-    crate::state::check_id(id).map_err(|m| crate::Error::bad_field("id", m))?;
+    crate::state::check_session_id(id).map_err(|m| crate::Error::bad_field("id", m))?;
     let path = record_path(id);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,

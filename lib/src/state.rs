@@ -24,7 +24,7 @@ pub fn parked_record(pools: &Path, id: &str) -> Option<PathBuf> {
     for pool in std::fs::read_dir(pools).into_iter().flatten().flatten() {
         // The scripts only make spools named by a checkpoint id (pool_check_id).
         let name = pool.file_name();
-        if !name.to_str().is_some_and(|n| n.starts_with("c-") && check_id(n).is_ok()) {
+        if !name.to_str().is_some_and(|n| check_checkpoint_id(n).is_ok()) {
             continue;
         }
         for f in std::fs::read_dir(pool.path().join("ready")).into_iter().flatten().flatten() {
@@ -60,6 +60,24 @@ pub fn check_id(id: &str) -> Result<(), String> {
     }
 }
 
+/// A session's id: `d-` and 1 to 32 of a-z, 0-9.
+pub fn check_session_id(id: &str) -> Result<(), String> {
+    check_id(id)?;
+    if !id.starts_with("d-") {
+        return Err(format!("`{id}` is not a session id (d- followed by 1 to 32 of a-z, 0-9; c- names a checkpoint)"));
+    }
+    Ok(())
+}
+
+/// A checkpoint's id: `c-` and 1 to 32 of a-z, 0-9.
+pub fn check_checkpoint_id(id: &str) -> Result<(), String> {
+    check_id(id)?;
+    if !id.starts_with("c-") {
+        return Err(format!("`{id}` is not a checkpoint id (c- followed by 1 to 32 of a-z, 0-9; d- names a session)"));
+    }
+    Ok(())
+}
+
 /// A new random id with the given prefix ('d' for sessions, 'c' for checkpoints).
 pub fn new_id(prefix: char) -> String {
     let mut buf = [0u8; 8];
@@ -71,4 +89,19 @@ pub fn new_id(prefix: char) -> String {
 
 pub fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_and_checkpoint_ids_are_told_apart() {
+        assert!(check_session_id("d-0123abcd").is_ok() && check_checkpoint_id("c-0123abcd").is_ok());
+        assert!(check_session_id("c-0123abcd").is_err(), "a checkpoint id is no session id");
+        assert!(check_checkpoint_id("d-0123abcd").is_err(), "a session id is no checkpoint id");
+        for bad in ["d-", "d-ABC", "d-../x", "x-0123", &format!("d-{}", "a".repeat(33))] {
+            assert!(check_id(bad).is_err() && check_session_id(bad).is_err(), "{bad}");
+        }
+    }
 }

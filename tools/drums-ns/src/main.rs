@@ -85,6 +85,10 @@ fn main() {
             if detach {
                 cli::emit(&serde_json::json!({"drums": 1, "type": "process", "session": s.id, "pid": sp.ns_pid, "host_pid": sp.host_pid}))
             } else {
+                if let Some(e) = &sp.exec_error {
+                    // The command never ran: say why, in the tools' error format, with a shell's status.
+                    eprintln!("{}", serde_json::json!({"drums": 1, "type": "error", "tool": "drums-ns", "kind": "exec_failed", "exit": 127, "message": e}));
+                }
                 std::process::exit(sp.status.unwrap_or(0))
             }
         }

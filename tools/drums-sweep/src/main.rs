@@ -57,7 +57,7 @@ fn main() {
         }
         let mut dirs: Vec<PathBuf> = a.state_dirs.clone();
         for id in &a.sessions {
-            drums::state::check_id(id).map_err(|m| Error::bad_input(format!("--session: {m}")))?;
+            drums::state::check_session_id(id).map_err(|m| Error::bad_input(format!("--session: {m}")))?;
             dirs.push(drums::state::session_dir(id));
         }
         if dirs.is_empty() && !a.orphans {
