@@ -53,6 +53,16 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     // Without --leave-running the source is gone: the siblings come from disk alone.
     assert!(!std::path::Path::new(&src_dir).exists(), "the source session was not destroyed");
 
+    // A record of an older drums-ckpt (images holding the source's network namespace) is refused with
+    // bad input (3), and nothing is made for it.
+    let mut old = c.clone();
+    old["criu_options"] = json!(["--file-locks", "--tcp-close"]);
+    let before = new_state_dirs(&[]);
+    let o = run("drums-restore", &[], &old.to_string());
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("older drums-ckpt"), "{}", text(&o.stderr));
+    assert_eq!(new_state_dirs(&before), Vec::<String>::new(), "a refused restore makes nothing");
+
     let sibs = restore(&ckpt, 2, true, &mut guard);
     assert_eq!(sibs.len(), 2);
     for s in &sibs {

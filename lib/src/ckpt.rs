@@ -226,6 +226,9 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     .ctx("write", &script)?;
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ctx("chmod", &script)?;
     let mut opts = dump_options();
+    // The session's network namespace is left out of the images: each restore brings a namespace of its
+    // own, built before CRIU runs (see restore::EXTERNAL_NET).
+    opts.extend(["--external".to_string(), format!("net[{}]:{}", ns.inodes.net, crate::restore::EXTERNAL_NET)]);
     if let Some(cg) = session.section("cgroup") {
         opts.extend(crate::cgroup::criu_dump_args(cg));
     }

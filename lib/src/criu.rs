@@ -214,6 +214,12 @@ fn generate() -> Option<Vec<u8>> {
 /// output goes to its log file (-o), so nothing is read from its pipes. CRIU's exit is noticed at once
 /// (through a pidfd) rather than at the next of a series of sleeps.
 pub fn run(cmd: &mut std::process::Command) -> crate::Result<std::process::ExitStatus> {
+    run_watching(cmd, |_| true)
+}
+
+/// `run`, calling `watch` with CRIU's pid about every millisecond while it runs, until `watch` returns
+/// true (it has seen what it waits for).
+pub fn run_watching(cmd: &mut std::process::Command, mut watch: impl FnMut(i32) -> bool) -> crate::Result<std::process::ExitStatus> {
     use std::process::Stdio;
     let mut child = cmd
         .stdin(Stdio::null())
@@ -228,14 +234,18 @@ pub fn run(cmd: &mut std::process::Command) -> crate::Result<std::process::ExitS
     };
     let limit = timeout();
     let t0 = std::time::Instant::now();
+    let mut watching = true;
     loop {
+        if watching {
+            watching = !watch(pid);
+        }
         let left = limit.saturating_sub(t0.elapsed());
         if left.is_zero() {
             let _ = child.kill();
             let _ = child.wait();
             return Err(crate::Error::failed(format!("CRIU did not finish within {limit:?} and was killed (DRUMS_CRIU_TIMEOUT)")));
         }
-        let wait_ms = left.as_millis().clamp(1, 100) as i32;
+        let wait_ms = if watching { 1 } else { left.as_millis().clamp(1, 100) as i32 };
         if let Some(fd) = &pidfd {
             let mut p = libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(fd), events: libc::POLLIN, revents: 0 };
             unsafe { libc::poll(&mut p, 1, wait_ms) };

@@ -94,11 +94,18 @@ async fn link_index(h: &rtnetlink::Handle, name: &str) -> Result<Option<u32>> {
 /// 10-20 ms here), then address and raise the host end. The host end must already be in the ledger.
 /// The session end is addressed by `configure_session_end`. Returns the host end's name.
 pub fn create_veth(slot: u32, init_pid: i32, mac: &str) -> Result<String> {
+    let nsfile = format!("/proc/{init_pid}/ns/net");
+    let ns = std::fs::File::open(&nsfile).ctx("open network namespace", &nsfile)?;
+    create_veth_in(slot, &ns, mac)
+}
+
+/// `create_veth` into the network namespace open as `netns`.
+pub fn create_veth_in(slot: u32, netns: &std::fs::File, mac: &str) -> Result<String> {
     use rtnetlink::packet_route::link::{InfoData, InfoVeth};
     let host_if = host_if_name(slot);
     let (host_addr, _) = slot_addrs(slot);
     let mac = parse_mac(mac)?;
-    let peer = rtnetlink::LinkMessageBuilder::<LinkUnspec>::new().name(SESSION_IF.to_string()).address(mac).setns_by_pid(init_pid as u32).build();
+    let peer = rtnetlink::LinkMessageBuilder::<LinkUnspec>::new().name(SESSION_IF.to_string()).address(mac).setns_by_fd(netns.as_raw_fd()).build();
     runtime()?.block_on(async {
         let (conn, h, _) = rtnetlink::new_connection().map_err(|e| Error::failed(format!("netlink socket: {e}")))?;
         tokio::spawn(conn);
@@ -116,10 +123,16 @@ pub fn create_veth(slot: u32, init_pid: i32, mac: &str) -> Result<String> {
 /// calling thread): rename the peer to `session_if` unless it already has that name, set its MAC (when
 /// given), replace its addresses with the slot's, raise it and `lo`.
 pub fn configure_session_end(init_pid: i32, current_name: &str, slot: u32, mac: Option<&str>) -> Result<()> {
-    let (_, session_addr) = slot_addrs(slot);
-    let mac = mac.map(parse_mac).transpose()?;
     let nsfile = format!("/proc/{init_pid}/ns/net");
     let ns = std::fs::File::open(&nsfile).ctx("open network namespace", &nsfile)?;
+    configure_session_end_in(ns, current_name, slot, mac)
+}
+
+/// `configure_session_end` in the network namespace open as `ns`.
+pub fn configure_session_end_in(ns: std::fs::File, current_name: &str, slot: u32, mac: Option<&str>) -> Result<()> {
+    let (_, session_addr) = slot_addrs(slot);
+    let mac = mac.map(parse_mac).transpose()?;
+    let nsfile = format!("/proc/self/fd/{}", ns.as_raw_fd());
     let current = current_name.to_string();
     let m_changes = mac.is_some();
     std::thread::spawn(move || -> Result<()> {
@@ -163,6 +176,19 @@ pub fn configure_session_end(init_pid: i32, current_name: &str, slot: u32, mac: 
 }
 
 pub const SESSION_IF: &str = "eth0";
+
+/// A new, empty network namespace, held by the returned descriptor. A thread of its own makes it and
+/// ends (unsharing changes only the calling thread's namespace).
+pub fn new_netns() -> Result<std::fs::File> {
+    std::thread::spawn(|| -> Result<std::fs::File> {
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            return Err(Error::io("make a network namespace", std::path::Path::new("/proc/thread-self/ns/net"), std::io::Error::last_os_error()));
+        }
+        std::fs::File::open("/proc/thread-self/ns/net").ctx("open network namespace", "/proc/thread-self/ns/net")
+    })
+    .join()
+    .map_err(|_| Error::failed("the network thread panicked"))?
+}
 
 /// Give the session's eth0 a new MAC (clone hygiene), keeping its address.
 pub fn set_session_mac(init_pid: i32, slot: u32, mac: &str) -> Result<()> {

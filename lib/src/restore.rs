@@ -40,11 +40,22 @@ pub struct RestoreSection {
     pub criu_options: Vec<String>,
 }
 
+/// The key under which drums-ckpt leaves the session's network namespace out of the images
+/// (`--external net[INODE]:drums-net`); a restore hands CRIU the sibling's own namespace under it.
+pub const EXTERNAL_NET: &str = "drums-net";
+
+/// Where a restore hands CRIU the sibling's network namespace (`--inherit-fd fd[N]:drums-net`): a
+/// descriptor number clear of CRIU's own.
+const NETNS_FD: i32 = 100;
+
+/// Whether the checkpoint's images leave the network namespace out (made by this version's drums-ckpt).
+fn external_net(c: &Checkpoint) -> bool {
+    c.criu_options.windows(2).any(|w| w[0] == "--external" && w[1].starts_with("net[") && w[1].ends_with(&format!("]:{EXTERNAL_NET}")))
+}
+
 pub fn restore_options() -> Vec<String> {
-    // --empty-ns net: CRIU makes the sibling's network namespace but restores nothing into it; the action
-    // script builds it (veth, addresses, lo) before any socket is restored. CRIU's own way ran `ip` five
-    // times and iptables-restore twice (about 20 ms), then had to be re-addressed anyway.
-    ["--file-locks", "--tcp-close", "--restore-detached", "--empty-ns", "net"].iter().map(|s| s.to_string()).collect()
+    // Beside these, each restore hands CRIU the sibling's network namespace (--inherit-fd fd[N]:drums-net).
+    ["--file-locks", "--tcp-close", "--restore-detached"].iter().map(|s| s.to_string()).collect()
 }
 
 /// Restore one sibling. On failure everything it made is destroyed before the error is returned.
@@ -110,6 +121,18 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     }
     let cgroup_s = t.elapsed().as_secs_f64();
 
+    // The sibling's network, before CRIU: a namespace held by a descriptor until the restored tree joins
+    // it, the veth peer born in it as eth0, addresses, lo up. The MAC stays the source's until
+    // drums-reseed: a restore without hygiene is a clone, visibly. CRIU only restores the sockets into it
+    // (drums-ckpt left the source's namespace out of the images): its own network restore ran `ip` five
+    // times and iptables-restore twice, and building the namespace from CRIU's action script instead cost
+    // seven runs of sh, one per CRIU action (criu_s 0.129 -> 0.107 s without them).
+    let t = Instant::now();
+    let netns = crate::net::new_netns()?;
+    crate::net::create_veth_in(slot, &netns, &c.source.session_mac)?;
+    crate::net::configure_session_end_in(netns.try_clone().ctx("duplicate", "the network namespace descriptor")?, crate::net::SESSION_IF, slot, None)?;
+    let network_s = t.elapsed().as_secs_f64();
+
     let t = Instant::now();
     let pidfile = s.state_dir.join("init.pid");
     let mut opts = restore_options();
@@ -117,12 +140,11 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     // Always: without a section this says --manage-cgroups=ignore, else CRIU would put a sibling of a
     // source that had cgroups back into (and recreate) the source's cgroups.
     opts.extend(crate::cgroup::criu_restore_args(s.section("cgroup").unwrap_or(&serde_json::Value::Null)));
-    // The MAC stays the source's until drums-reseed: a restore without hygiene is a clone, visibly.
-    let hook = write_ledger_hook(&s.state_dir, slot, &c.source.session_mac)?;
-    opts.extend(["--action-script".to_string(), hook.display().to_string()]);
+    opts.extend(["--inherit-fd".to_string(), format!("fd[{NETNS_FD}]:{EXTERNAL_NET}")]);
     let mut cmd = crate::criu::command();
     cmd.arg("restore").arg("-D").arg(&c.images).arg("-W").arg(&s.state_dir).arg("-o").arg("restore.log").arg("--pidfile").arg(&pidfile).args(&opts);
     let ksm = o.ksm;
+    let netns_fd = std::os::fd::AsRawFd::as_raw_fd(&netns);
     // CRIU runs inside the sibling's cgroups when it has them, so the memory it restores is charged there
     // (on cgroup v1 pages stay charged to the cgroup that faulted them in, whatever CRIU moves later).
     let joiner = s.section("cgroup").is_some().then(|| s.clone());
@@ -130,6 +152,10 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
         cmd.pre_exec(move || {
             if let Some(sib) = &joiner {
                 crate::cgroup::enter(sib, libc::getpid()).map_err(|e| std::io::Error::other(e.to_string()))?;
+            }
+            // dup2 leaves the copy open across exec, unlike the original.
+            if libc::dup2(netns_fd, NETNS_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
             }
             if ksm {
                 // PR_SET_MEMORY_MERGE: inherited by the tasks CRIU creates, whose memory the restorer
@@ -141,8 +167,26 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
             Ok(())
         });
     }
-    let status = crate::criu::run(&mut cmd);
+    // CRIU forks the tree's root task (PID 1 of a new PID namespace) within milliseconds: it is ledgered
+    // as the sibling's init as soon as it shows, so that a restore killed midway (CRIU dies with this
+    // tool, leaving its half-restored tasks waiting forever) is destroyed with everything it made
+    // (killing the init ends the whole namespace); until then destroy finds CRIU's tasks by their command
+    // line (kill_stray_restore_tasks).
+    let mut ledger_err = None;
+    let status = crate::criu::run_watching(&mut cmd, |criu| match restored_root_task(criu) {
+        Some((pid, start_time)) => {
+            if let Err(e) = ledger.create_res(Resource::Process { pid, start_time, role: "init".into(), init: true }) {
+                ledger_err = Some(e);
+            }
+            true
+        }
+        None => false,
+    });
     let criu_s = t.elapsed().as_secs_f64();
+    drop(netns);
+    if let Some(e) = ledger_err {
+        return Err(e);
+    }
     let pid_text = std::fs::read_to_string(&pidfile).unwrap_or_default();
     if let Ok(pid) = pid_text.trim().parse::<i32>() {
         let known = ledger.read()?.live().iter().any(|r| matches!(r, Resource::Process { pid: p, .. } if *p == pid));
@@ -159,7 +203,6 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let init_pid: i32 = pid_text.trim().parse().map_err(|_| Error::failed(format!("criu restore wrote no pid to {}", pidfile.display())))?;
     let init_start = crate::proc::start_time(init_pid).ok_or_else(|| Error::failed("the restored init vanished"))?;
 
-    let network_s = read_network_s(&s.state_dir)?;
     s.net = Some(crate::net::net_record(slot, &c.source.session_mac));
 
     let inodes = crate::ns::inodes(init_pid)?;
@@ -192,63 +235,29 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     Ok(())
 }
 
-/// CRIU's action script for a restore: at `setup-namespaces` the restored tree's init exists (the PID 1 of
-/// its new PID namespace, in CRTOOLS_INIT_PID) but nothing runs yet and no socket is restored. The script
-/// ledgers the init then, so a restore killed midway (CRIU dies with drums-restore, leaving its
-/// half-restored tasks waiting forever) is destroyed with everything it made (killing the init ends the
-/// whole namespace), and builds the sibling's network in its empty network namespace.
-fn write_ledger_hook(state_dir: &std::path::Path, slot: u32, mac: &str) -> Result<std::path::PathBuf> {
-    let me = std::env::current_exe().map_err(|e| Error::failed(format!("find own executable: {e}")))?;
-    let hook = state_dir.join("criu-hook.sh");
-    std::fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\n# CRIU action script written by drums-restore: ledger the restored init as soon as it exists, build its network.\n[ \"$CRTOOLS_SCRIPT_ACTION\" = setup-namespaces ] || exit 0\nexec '{}' --ledger-init \"$CRTOOLS_INIT_PID\" --state-dir '{}' --net-slot {slot} --net-mac '{mac}'\n",
-            me.display(),
-            state_dir.display()
-        ),
-    )
-    .ctx("write", &hook)?;
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ctx("chmod", &hook)?;
-    Ok(hook)
+/// The restored tree's root task among CRIU's children: the one in a PID namespace other than CRIU's.
+fn restored_root_task(criu: i32) -> Option<(i32, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let pidns = |p: i32| std::fs::metadata(format!("/proc/{p}/ns/pid")).ok().map(|m| m.ino());
+    let own = pidns(criu)?;
+    let children = std::fs::read_to_string(format!("/proc/{criu}/task/{criu}/children")).ok()?;
+    children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()).find(|&c| pidns(c).is_some_and(|ns| ns != own)).and_then(|c| Some((c, crate::proc::start_time(c)?)))
 }
 
-const NETWORK_TIME_FILE: &str = "network_s";
-
-/// The other half of `write_ledger_hook`: append the restored init to the sibling's ledger, then (when
-/// `net` is given) create its veth (the link is already in the ledger), address both ends, raise eth0 and
-/// lo, and leave the time it took in the state directory for the record.
-pub fn ledger_init(state_dir: &std::path::Path, pid: i32, net: Option<(u32, &str)>) -> Result<()> {
-    crate::destroy::check_state_dir(state_dir)?;
-    let ledger = Ledger::open(state_dir)?;
-    let start = crate::proc::start_time(pid).ok_or_else(|| Error::failed(format!("restored init {pid} is gone")))?;
-    ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })?;
-    if let Some((slot, mac)) = net {
-        let t = Instant::now();
-        crate::net::create_veth(slot, pid, mac)?;
-        crate::net::configure_session_end(pid, crate::net::SESSION_IF, slot, None)?;
-        let path = state_dir.join(NETWORK_TIME_FILE);
-        std::fs::write(&path, t.elapsed().as_secs_f64().to_string()).ctx("write", &path)?;
+pub fn check_checkpoint(c: &Checkpoint) -> Result<()> {
+    let inv = c.images.join("inventory.img");
+    std::fs::metadata(&inv).ctx("checkpoint images", &inv)?;
+    if !external_net(c) {
+        return Err(Error::bad_input(format!(
+            "checkpoint {}: made by an older drums-ckpt, its images hold the source's network namespace, which this drums-restore no longer restores: make the checkpoint again",
+            c.id
+        )));
     }
     Ok(())
 }
 
-fn read_network_s(state_dir: &std::path::Path) -> Result<f64> {
-    let path = state_dir.join(NETWORK_TIME_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::failed(format!("CRIU's action script did not build the network ({}: {e})", path.display())))?;
-    let _ = std::fs::remove_file(&path);
-    text.trim().parse().map_err(|_| Error::failed(format!("{}: not a number of seconds", path.display())))
-}
-
-/// Check the images directory exists before any sibling is started.
-pub fn check_checkpoint(c: &Checkpoint) -> Result<()> {
-    let inv = c.images.join("inventory.img");
-    std::fs::metadata(&inv).ctx("checkpoint images", &inv)?;
-    Ok(())
-}
-
-/// Tasks of a CRIU restore into `state_dir` that outlived it: CRIU killed before its action script ran
-/// leaves its root task (PID 1 of a new PID namespace, not yet ledgered) waiting forever. They still carry
+/// Tasks of a CRIU restore into `state_dir` that outlived it: CRIU killed before its root task (PID 1 of a
+/// new PID namespace) was ledgered leaves that task waiting forever. They still carry
 /// CRIU's command line, with `-W <state_dir>`: SIGKILL them (killing the root task ends its namespace).
 /// Returns (pid, start time) of each task killed.
 pub fn kill_stray_restore_tasks(state_dir: &std::path::Path) -> Vec<(i32, u64)> {

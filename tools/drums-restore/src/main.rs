@@ -30,24 +30,10 @@ struct Args {
     ksm: bool,
     /// Record file (default: stdin).
     input: Option<PathBuf>,
-    /// CRIU's action script calls this to ledger the restored init (not for use by hand).
-    #[arg(long, hide = true, requires = "state_dir")]
-    ledger_init: Option<i32>,
-    #[arg(long, hide = true)]
-    state_dir: Option<PathBuf>,
-    /// With --ledger-init: build the sibling's network for this address slot (not for use by hand).
-    #[arg(long, hide = true, requires = "net_mac")]
-    net_slot: Option<u32>,
-    #[arg(long, hide = true)]
-    net_mac: Option<String>,
 }
 
 fn main() {
     cli::run("drums-restore", |a: Args| {
-        if let (Some(pid), Some(dir)) = (a.ledger_init, &a.state_dir) {
-            let net = a.net_slot.zip(a.net_mac.as_deref());
-            return drums::restore::ledger_init(dir, pid, net);
-        }
         let c = match &a.checkpoint {
             Some(id) => drums::ckpt::load(id)?,
             None => {
