@@ -186,10 +186,24 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
 /// (cookies cleared, storage cleared). Storage is best effort: Chromium refuses it for some pages.
 pub fn erase_browser_state(cdp: &mut Cdp) -> Result<(bool, bool)> {
     let (_, page) = cdp.attach_page()?;
-    cdp.call(Some(&page), "Network.clearBrowserCookies", json!({}))?;
-    cdp.call(None, "Storage.clearCookies", json!({}))?;
-    let storage = cdp.call(Some(&page), "Storage.clearDataForOrigin", json!({"origin": "*", "storageTypes": "all"})).is_ok();
-    Ok((true, storage))
+    let clearing = start_clearing(cdp, &page)?;
+    finish_clearing(cdp, clearing)
+}
+
+/// The clearing commands, sent without waiting: their ids, for `finish_clearing`.
+fn start_clearing(cdp: &mut Cdp, page: &str) -> Result<[u64; 3]> {
+    Ok([
+        cdp.send(Some(page), "Network.clearBrowserCookies", json!({}))?,
+        cdp.send(None, "Storage.clearCookies", json!({}))?,
+        cdp.send(Some(page), "Storage.clearDataForOrigin", json!({"origin": "*", "storageTypes": "all"}))?,
+    ])
+}
+
+/// Wait for the clearing commands: (cookies cleared, storage cleared).
+fn finish_clearing(cdp: &mut Cdp, [cookies, jar, storage]: [u64; 3]) -> Result<(bool, bool)> {
+    cdp.reply(cookies, "Network.clearBrowserCookies")?;
+    cdp.reply(jar, "Storage.clearCookies")?;
+    Ok((true, cdp.reply(storage, "Storage.clearDataForOrigin").is_ok()))
 }
 
 /// For a clean checkpoint whose browser state drums-ckpt erased before the dump (`erased_at_dump`): only
@@ -209,30 +223,24 @@ pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool, erased_a
     }
     let mut cdp = Cdp::connect(init_pid, port, Duration::from_secs(10))?;
     let (_, page) = cdp.attach_page()?;
-    if let Some(e) = erased_at_dump {
-        let enable = cdp.send(Some(&page), "Page.enable", json!({}))?;
-        let nav = cdp.send(Some(&page), "Page.navigate", json!({"url": url}))?;
-        cdp.reply(enable, "Page.enable")?;
-        cdp.reply(nav, "Page.navigate")?;
-        cdp.wait_event(Some(&page), "Page.loadEventFired", Duration::from_secs(10))?;
-        (b.cookies_cleared, b.storage_cleared, b.cleared_at, b.renderer_renewed) = (e.cookies_cleared, e.storage_cleared, Some("dump"), true);
-        return Ok(b);
-    }
-    b.cleared_at = Some("reseed");
     // Not waited for: the page session handles its commands in order, so the load event of the
     // navigation below is reported.
     let enable = cdp.send(Some(&page), "Page.enable", json!({}))?;
     let opaque = url.starts_with("data:");
     let navigate = |cdp: &mut Cdp| cdp.send(Some(&page), "Page.navigate", json!({"url": url}));
-    let nav = if opaque { Some(navigate(&mut cdp)?) } else { None };
-    let cookies = cdp.send(Some(&page), "Network.clearBrowserCookies", json!({}))?;
-    let jar = cdp.send(None, "Storage.clearCookies", json!({}))?;
-    let storage = cdp.send(Some(&page), "Storage.clearDataForOrigin", json!({"origin": "*", "storageTypes": "all"}))?;
-    cdp.reply(enable, "Page.enable")?;
-    cdp.reply(cookies, "Network.clearBrowserCookies")?;
-    cdp.reply(jar, "Storage.clearCookies")?;
-    b.cookies_cleared = true;
-    b.storage_cleared = cdp.reply(storage, "Storage.clearDataForOrigin").is_ok();
+    let nav = if opaque || erased_at_dump.is_some() { Some(navigate(&mut cdp)?) } else { None };
+    (b.cookies_cleared, b.storage_cleared, b.cleared_at) = match erased_at_dump {
+        Some(e) => {
+            cdp.reply(enable, "Page.enable")?;
+            (e.cookies_cleared, e.storage_cleared, Some("dump"))
+        }
+        None => {
+            let clearing = start_clearing(&mut cdp, &page)?;
+            cdp.reply(enable, "Page.enable")?;
+            let (cookies, storage) = finish_clearing(&mut cdp, clearing)?;
+            (cookies, storage, Some("reseed"))
+        }
+    };
     let nav = match nav {
         Some(n) => n,
         None => navigate(&mut cdp)?,

@@ -62,18 +62,18 @@ pub fn check_id(id: &str) -> Result<(), String> {
 
 /// A session's id: `d-` and 1 to 32 of a-z, 0-9.
 pub fn check_session_id(id: &str) -> Result<(), String> {
-    check_id(id)?;
-    if !id.starts_with("d-") {
-        return Err(format!("`{id}` is not a session id (d- followed by 1 to 32 of a-z, 0-9; c- names a checkpoint)"));
-    }
-    Ok(())
+    check_id_of(id, "d-", "session", "c- names a checkpoint")
 }
 
 /// A checkpoint's id: `c-` and 1 to 32 of a-z, 0-9.
 pub fn check_checkpoint_id(id: &str) -> Result<(), String> {
+    check_id_of(id, "c-", "checkpoint", "d- names a session")
+}
+
+fn check_id_of(id: &str, prefix: &str, what: &str, other: &str) -> Result<(), String> {
     check_id(id)?;
-    if !id.starts_with("c-") {
-        return Err(format!("`{id}` is not a checkpoint id (c- followed by 1 to 32 of a-z, 0-9; d- names a session)"));
+    if !id.starts_with(prefix) {
+        return Err(format!("`{id}` is not a {what} id ({prefix} followed by 1 to 32 of a-z, 0-9; {other})"));
     }
     Ok(())
 }
