@@ -11,6 +11,7 @@ cleanup() {
   [ -s "$work/siblings.json" ] && drums-sweep < "$work/siblings.json" > /dev/null || true
   [ -s "$work/cold.json" ] && drums-sweep < "$work/cold.json" > /dev/null || true
   [ -s "$work/ckpt.json" ] && rm -rf "$(jq -r .dir "$work/ckpt.json")"
+  [ -s "$work/ckpt.json" ] && [ -n "$(jq -r '.mapped.dir // empty' "$work/ckpt.json")" ] && rm -rf "$(jq -r .mapped.dir "$work/ckpt.json")"
   rm -rf "$work"
 }
 trap cleanup EXIT

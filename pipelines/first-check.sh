@@ -165,6 +165,9 @@ drain_pool() { # POOL-FILE LOG: destroy what is still parked in a block's pool, 
 remove_checkpoint() { # CHECKPOINT-RECORD-FILE: the checkpoint's directory (drums-ckpt made it; nobody else uses it)
   local dir; dir=$(jq -r .dir "$1")
   case $dir in */c-[0-9a-z]*) rm -rf -- "$dir" ;; esac
+  # Its mapped files (drums-ckpt(1)) live in a directory of their own.
+  dir=$(jq -r '.mapped.dir // empty' "$1")
+  case $dir in */c-[0-9a-z]*) rm -rf -- "$dir" ;; esac
   rm -f "$1"
 }
 

@@ -345,7 +345,7 @@ fn restored_siblings_pass_2a_and_the_literal_verdict_reports_what_they_share() {
 
     let recs = guard.0.clone();
     drop(guard);
-    let _ = std::fs::remove_dir_all(ckpt["dir"].as_str().unwrap());
+    let _ = drums::ckpt::remove_checkpoint_dir(std::path::Path::new(ckpt["dir"].as_str().unwrap()));
     assert_nothing_left(&before, &recs);
 }
 

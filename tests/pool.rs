@@ -56,7 +56,7 @@ impl Drop for Guard {
             }
         }
         if !self.ckpt_dir.is_empty() {
-            let _ = std::fs::remove_dir_all(&self.ckpt_dir);
+            let _ = drums::ckpt::remove_checkpoint_dir(std::path::Path::new(&self.ckpt_dir));
         }
     }
 }

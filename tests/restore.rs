@@ -10,7 +10,7 @@ use std::time::Duration;
 struct RemoveOnDrop(std::path::PathBuf);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = drums::ckpt::remove_checkpoint_dir(&self.0);
     }
 }
 
@@ -63,11 +63,27 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     assert!(text(&o.stderr).contains("older drums-ckpt"), "{}", text(&o.stderr));
     assert_eq!(new_state_dirs(&before), Vec::<String>::new(), "a refused restore makes nothing");
 
+    // Chromium's relocated data left the images for mapped files: the zygote's is shared by its
+    // children (one file, several mappings).
+    let mapped = &c["mapped"];
+    assert_eq!(mapped["dir"], json!(drums::mapped::mapped_root().join(c["id"].as_str().unwrap())), "{c}");
+    let files = mapped["files"].as_array().unwrap();
+    assert!(files.iter().any(|f| f["bytes"].as_u64().unwrap() > 4 << 20 && f["mappings"].as_u64().unwrap() >= 2), "{mapped}");
+    assert!(mapped["pages_moved"].as_u64().unwrap() > 4096, "{mapped}");
+    for f in files {
+        let m = std::fs::metadata(f["path"].as_str().unwrap()).unwrap();
+        assert_eq!(m.len(), f["bytes"].as_u64().unwrap());
+    }
+
     let sibs = restore(&ckpt, 2, true, &mut guard);
     assert_eq!(sibs.len(), 2);
     for s in &sibs {
         assert_eq!(s["ready"]["ready"], true, "{}", s["ready"]);
         assert!(s["ready"]["changed_fraction"].as_f64().unwrap() > 0.10);
+        // The restored browser maps its relocated data from the checkpoint's file.
+        let browser = s["desktop"]["processes"].as_array().unwrap().iter().find(|p| p["role"] == "chromium").unwrap()["host_pid"].as_i64().unwrap();
+        let maps = std::fs::read_to_string(format!("/proc/{browser}/maps")).unwrap();
+        assert!(maps.lines().any(|l| l.contains(mapped["dir"].as_str().unwrap())), "the browser maps none of {mapped}");
     }
     // The files the source had open for writing are in each sibling's upper, not also in its layer copy.
     let write_open: Vec<&str> = c["write_open"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
@@ -175,7 +191,7 @@ fn clone_hygiene() {
     }
     for c in [&clean, &kept, &erased] {
         let id: Value = serde_json::from_str(c.trim()).unwrap();
-        let _ = std::fs::remove_dir_all(id["dir"].as_str().unwrap());
+        let _ = drums::ckpt::remove_checkpoint_dir(std::path::Path::new(id["dir"].as_str().unwrap()));
     }
 }
 
@@ -241,6 +257,9 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
     let broken_dir = drums::state::checkpoint_root().join(&broken_id);
     let st = Command::new("cp").arg("-a").arg(c["dir"].as_str().unwrap()).arg(&broken_dir).status().unwrap();
     assert!(st.success());
+    let (mapped_dir, broken_mapped) = (drums::mapped::mapped_root().join(c["id"].as_str().unwrap()), drums::mapped::mapped_root().join(&broken_id));
+    let st = Command::new("cp").arg("-a").arg(&mapped_dir).arg(&broken_mapped).status().unwrap();
+    assert!(st.success(), "the checkpoint has mapped files");
     let pages = std::fs::read_dir(broken_dir.join("images")).unwrap().flatten().map(|e| e.path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("pages-")).max_by_key(|p| std::fs::metadata(p).unwrap().len()).unwrap();
     std::fs::OpenOptions::new().write(true).open(&pages).unwrap().set_len(4096).unwrap();
     let broken = ckpt.replace(c["id"].as_str().unwrap(), &broken_id);
@@ -263,13 +282,19 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
     assert!(text(&o.stderr).contains("criu restore"), "{}", text(&o.stderr));
     assert!(o.stdout.is_empty());
     assert!(new_state_dirs(&before).is_empty(), "a failed restore must destroy its sibling itself");
-    std::fs::remove_dir_all(&broken_dir).unwrap();
+    // The same copy without its mapped files is refused before anything is made.
+    std::fs::remove_dir_all(&broken_mapped).unwrap();
+    let o = run("drums-restore", &[], &broken);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("mapped file"), "{}", text(&o.stderr));
+    assert!(new_state_dirs(&before).is_empty(), "a refused restore makes nothing");
+    drums::ckpt::remove_checkpoint_dir(&broken_dir).unwrap();
 
     // Afterwards a restore from the same checkpoint still works (no "File exists" from leftovers).
     let ok = restore(&ckpt, 1, true, &mut guard);
     assert_eq!(ok[0]["ready"]["ready"], true);
     drop(guard);
-    let _ = std::fs::remove_dir_all(c["dir"].as_str().unwrap());
+    let _ = drums::ckpt::remove_checkpoint_dir(std::path::Path::new(c["dir"].as_str().unwrap()));
     let mut left = inventory().new_since(&before_inv);
     // Processes count as left behind only in PID namespaces that did not exist when the test started:
     // a long-lived session of someone else's can fork new processes meanwhile.

@@ -729,3 +729,37 @@ fn a_parked_session_without_its_pool_record_is_an_orphan() {
     assert!(v["reason"].as_str().unwrap().contains("ready/"), "{v}");
     assert_eq!(leftovers(&h), Vec::<String>::new(), "{r}");
 }
+
+#[test]
+fn mapped_files_go_with_their_checkpoint_and_only_theirs() {
+    require_root();
+    let _l = session_lock();
+    let root = drums::mapped::mapped_root();
+    let make = |id: &str, owner: &std::path::Path| {
+        let d = root.join(id);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("0.bin"), [0u8; 4096]).unwrap();
+        std::fs::write(d.join(drums::mapped::OWNER_FILE), owner.as_os_str().as_encoded_bytes()).unwrap();
+        d
+    };
+    let gone = drums::state::new_id('c');
+    let orphan = make(&gone, &drums::state::checkpoint_root().join(&gone));
+    let kept_id = drums::state::new_id('c');
+    let kept_ckpt = drums::state::checkpoint_root().join(&kept_id);
+    std::fs::create_dir_all(&kept_ckpt).unwrap();
+    let kept = make(&kept_id, &kept_ckpt);
+    // Named by a checkpoint under another checkpoint root (another DRUMS_CHECKPOINT_DIR): not this sweep's.
+    let other_id = drums::state::new_id('c');
+    let other = make(&other_id, &std::path::Path::new("/srv/other-checkpoints").join(&other_id));
+    let (code, r, err) = sweep(&["--older-than", "0"]);
+    let (orphan_left, kept_left, other_left) = (orphan.exists(), kept.exists(), other.exists());
+    for d in [&orphan, &kept, &other] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let _ = std::fs::remove_dir_all(&kept_ckpt);
+    assert!(code == Some(0), "sweep exit {code:?}: {err}\n{r}");
+    assert!(!orphan_left, "mapped files of a removed checkpoint stay: {r}");
+    assert!(kept_left, "mapped files of a checkpoint that exists were removed: {r}");
+    assert!(other_left, "mapped files judged against the wrong checkpoint root were removed: {r}");
+    assert!(r["unledgered"]["removed"].to_string().contains(&orphan.display().to_string()), "{r}");
+}

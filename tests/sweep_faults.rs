@@ -458,7 +458,7 @@ fn make_checkpoint(owner: &Owner) -> String {
 struct CheckpointDir(PathBuf);
 impl Drop for CheckpointDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = drums::ckpt::remove_checkpoint_dir(&self.0);
     }
 }
 
@@ -487,7 +487,7 @@ fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
     assert!(partials.is_empty(), "{stage_name} killed at {at:?}: partial checkpoints left: {partials:?}");
     // A dump killed after it finished leaves a complete checkpoint: that one is the test's to remove.
     for c in checkpoints().into_iter().filter(|c| !checkpoints_before.contains(c)) {
-        let _ = std::fs::remove_dir_all(c);
+        let _ = drums::ckpt::remove_checkpoint_dir(&c);
     }
     // The source report's failure: after a crash, restores from the same checkpoint failed with
     // "Can't restore link: -17 (File exists)". One sweep later, a restore from it must work.

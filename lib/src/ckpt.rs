@@ -23,6 +23,8 @@ fn clear_dir(d: &Path) -> Result<()> {
 pub struct CkptOptions {
     pub leave_running: bool,
     pub clean: bool,
+    /// Move relocated read-only data out of the images into mapped files (see `mapped`).
+    pub map_relocated: bool,
 }
 
 /// The dump options every Drums session needs (each is explained in drums-ckpt(1)).
@@ -167,9 +169,18 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     std::fs::create_dir_all(&root).ctx("create directory", &root)?;
     let partial = root.join(format!("{id}.partial"));
     ledger.create_res(Resource::Dir { path: partial.clone() })?;
-    let result = dump_into(session, o, &partial, &overlay.upper, &version).and_then(|c| {
+    let mapped_root = crate::mapped::mapped_root();
+    let (mapped_partial, mapped_dir) = (mapped_root.join(format!("{id}.partial")), mapped_root.join(&id));
+    let mapped_unusable = if o.map_relocated { crate::mapped::unusable_root(&mapped_root) } else { Some("not asked for (--no-mapped-files)".to_string()) };
+    let result = dump_into(session, o, &partial, &overlay.upper, &version).and_then(|mut c| {
         if o.leave_running {
             ledger.phase("live")?;
+        }
+        if mapped_unusable.is_none() {
+            ledger.create_res(Resource::Dir { path: mapped_partial.clone() })?;
+            let m = crate::mapped::move_out_relocated(&c.images, &overlay.merged, &mapped_partial, &mapped_dir, &root.join(&id))?;
+            c.image_bytes = dir_bytes(&c.images);
+            c.mapped = Some(m);
         }
         // The template layers are part of what the processes see: the checkpoint keeps its own copy, so
         // rebuilding the template later does not change what a restore finds.
@@ -185,10 +196,27 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
         Err(e) => {
             let _ = ledger.phase("live");
             let cleanup = std::fs::remove_dir_all(&partial).ctx("remove partial checkpoint", &partial).and_then(|_| ledger.release(Resource::Dir { path: partial.clone() }));
+            let cleanup = cleanup.and_then(|_| match std::fs::remove_dir_all(&mapped_partial) {
+                Ok(()) => ledger.release(Resource::Dir { path: mapped_partial.clone() }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => ledger.release(Resource::Dir { path: mapped_partial.clone() }),
+                Err(e) => Err(Error::io("remove partial mapped files", &mapped_partial, e)),
+            });
             return Err(e.with_cleanup(cleanup));
         }
     };
     let dir = root.join(&id);
+    // The mapped files first: a checkpoint in place always has the files its images name.
+    if let Some(m) = c.mapped.as_mut() {
+        if m.files.is_empty() {
+            c.mapped_note = Some("no mapping qualified".into());
+            c.mapped = None;
+        } else {
+            std::fs::rename(&mapped_partial, &mapped_dir).ctx("rename mapped files into place", &mapped_dir)?;
+        }
+        ledger.release(Resource::Dir { path: mapped_partial.clone() })?;
+    } else {
+        c.mapped_note = mapped_unusable;
+    }
     std::fs::rename(&partial, &dir).ctx("rename checkpoint into place", &dir)?;
     ledger.release(Resource::Dir { path: partial })?;
     c.id = id;
@@ -281,9 +309,24 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         source: CheckpointSource { session: String::new(), hostname: String::new(), session_addr: String::new(), session_mac: String::new(), desktop: session.desktop()?.clone() },
         wipe,
         write_open,
+        mapped: None,
+        mapped_note: None,
         criu_options: opts,
         extra: Default::default(),
     })
+}
+
+/// Remove a checkpoint: its directory and its mapped files (`mapped_root()/<id>`, named by the
+/// directory's name). What is already gone is not an error.
+pub fn remove_checkpoint_dir(dir: &Path) -> std::io::Result<()> {
+    let gone = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    };
+    if let Some(name) = dir.file_name() {
+        gone(std::fs::remove_dir_all(crate::mapped::mapped_root().join(name)))?;
+    }
+    gone(std::fs::remove_dir_all(dir))
 }
 
 /// The lines of a CRIU log that say what went wrong.

@@ -241,6 +241,13 @@ pub struct Checkpoint {
     /// where the first write would have copied them anyway (absent in older records: none).
     #[serde(default)]
     pub write_open: Vec<PathBuf>,
+    /// Read-only private file mappings (relocated data) whose pages drums-ckpt moved out of the images
+    /// into files that the images map instead; null when none (`mapped_note` says why; absent in older
+    /// records).
+    #[serde(default)]
+    pub mapped: Option<crate::mapped::Mapped>,
+    #[serde(default)]
+    pub mapped_note: Option<String>,
     /// The CRIU options the dump used.
     pub criu_options: Vec<String>,
     #[serde(flatten)]
@@ -263,6 +270,15 @@ impl Checkpoint {
         }
         if c.layers.iter().enumerate().any(|(i, l)| *l != c.dir.join("layers").join(i.to_string())) {
             return Err(Error::bad_field("layers", "layers must be the checkpoint directory's layers/0, layers/1, ..."));
+        }
+        if let Some(m) = &c.mapped {
+            let expected = crate::mapped::mapped_root().join(&c.id);
+            if m.dir != expected {
+                return Err(Error::bad_field("mapped.dir", format!("{} is not {} (where checkpoint {}'s mapped files live)", m.dir.display(), expected.display(), c.id)));
+            }
+            if let Some(bad) = m.files.iter().find(|f| f.path.parent() != Some(m.dir.as_path()) || !f.path.file_name().is_some_and(|n| n.to_str().is_some_and(|n| n.ends_with(".bin")))) {
+                return Err(Error::bad_field("mapped.files", format!("{} is not a .bin file directly in {}", bad.path.display(), m.dir.display())));
+            }
         }
         Ok(c)
     }

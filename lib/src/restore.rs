@@ -253,6 +253,9 @@ pub fn check_checkpoint(c: &Checkpoint) -> Result<()> {
             c.id
         )));
     }
+    if let Some(m) = &c.mapped {
+        m.check().map_err(|e| Error::bad_input(format!("checkpoint {}: {e}", c.id)))?;
+    }
     Ok(())
 }
 

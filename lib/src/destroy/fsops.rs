@@ -34,9 +34,15 @@ pub fn lexically_below(path: &Path, root: &Path) -> bool {
 /// `path` lies strictly below one of Drums' roots, also after resolving symbolic links in its parent:
 /// the only places a ledgered directory, slot file or image may be removed from.
 pub fn confined(path: &Path) -> Result<(), String> {
-    let roots = [crate::state::state_root(), crate::state::checkpoint_root()];
+    let roots = [crate::state::state_root(), crate::state::checkpoint_root(), crate::mapped::mapped_root()];
     let Some(root) = roots.iter().find(|r| lexically_below(path, r) && path != r.as_path()) else {
-        return Err(format!("{} is outside the state root {} and the checkpoint root {}: refused", path.display(), roots[0].display(), roots[1].display()));
+        return Err(format!(
+            "{} is outside the state root {}, the checkpoint root {} and the mapped-files root {}: refused",
+            path.display(),
+            roots[0].display(),
+            roots[1].display(),
+            roots[2].display()
+        ));
     };
     // A symbolic link among the parents could lead anywhere; the real parent must still be below the root.
     if let (Some(parent), Ok(real_root)) = (path.parent(), std::fs::canonicalize(root)) {

@@ -458,6 +458,32 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         let age = dated(String::new(), Some(mtime_age(&p, now)));
         cands.push((lo, Candidate::Partial(p), age));
     }
+    // A checkpoint's mapped files (crate::mapped) live beside the checkpoint root, named by its id: a
+    // `.partial` no ledger names is a dump's that was killed, and one whose checkpoint is gone (removed
+    // with `rm -r`) is kept by nothing.
+    let checkpoints = crate::state::checkpoint_root();
+    for e in std::fs::read_dir(crate::mapped::mapped_root()).into_iter().flatten().flatten() {
+        let p = e.path();
+        let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else { continue };
+        let id = name.strip_suffix(".partial").unwrap_or(&name);
+        if !e.file_type().is_ok_and(|t| t.is_dir()) || crate::state::check_checkpoint_id(id).is_err() || k.dir_res.contains(&p) {
+            continue;
+        }
+        // Judged only against this sweep's checkpoint root (DRUMS_CHECKPOINT_DIR may name another).
+        if crate::mapped::owner_of(&p) != Some(checkpoints.join(id)) {
+            continue;
+        }
+        let note = if name.ends_with(".partial") {
+            "unfinished mapped files in no ledger"
+        } else if checkpoints.join(id).exists() || checkpoints.join(format!("{id}.partial")).exists() {
+            continue;
+        } else {
+            "mapped files of a checkpoint that is gone"
+        };
+        let lo = Leftover { kind: "checkpoint", name: p.display().to_string(), note: note.into(), errno: None };
+        let age = dated(String::new(), Some(mtime_age(&p, now)));
+        cands.push((lo, Candidate::Partial(p), age));
+    }
 
     // Processes first: a killed PID namespace releases the mounts, links and cgroups it held.
     cands.sort_by_key(|(_, c, _)| match c {
