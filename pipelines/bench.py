@@ -142,7 +142,9 @@ def main():
                 result["memory"]["restore_over_cold_pss"] = round(m["restore"]["pss_mean_mib"] / m["cold"]["pss_mean_mib"], 3)
     finally:
         if ckpt:
-            subprocess.run(["rm", "-rf", json.loads(ckpt)["dir"]])
+            c = json.loads(ckpt)
+            # The checkpoint and its mapped files (drums-ckpt(1)), which live in a directory of their own.
+            subprocess.run(["rm", "-rf", c["dir"]] + ([c["mapped"]["dir"]] if c.get("mapped") else []))
     text = json.dumps(result, indent=1)
     if a.out:
         open(a.out, "w").write(text + "\n")

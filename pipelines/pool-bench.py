@@ -192,7 +192,7 @@ def main():
                           "per_sibling_breakdown_p50_s": {k: round(pct([p["fill_s"][k] for p in pool.parked], 0.5), 3) for k in pool.parked[0]["fill_s"]}}
     finally:
         pool.drain()
-        subprocess.run(["rm", "-rf", c["dir"]])
+        subprocess.run(["rm", "-rf", c["dir"]] + ([c["mapped"]["dir"]] if c.get("mapped") else []))
     text = json.dumps(result, indent=1)
     if a.out:
         open(a.out, "w").write(text + "\n")
