@@ -180,7 +180,10 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
             ledger.create_res(Resource::Dir { path: mapped_partial.clone() })?;
             let m = crate::mapped::move_out_relocated(&c.images, &overlay.merged, &mapped_partial, &mapped_dir, &root.join(&id))?;
             c.image_bytes = dir_bytes(&c.images);
-            c.mapped = Some(m);
+            c.mapped_note = m.files.is_empty().then(|| "no mapping qualified".to_string());
+            c.mapped = Some(m).filter(|m| !m.files.is_empty());
+        } else {
+            c.mapped_note = mapped_unusable.clone();
         }
         // The template layers are part of what the processes see: the checkpoint keeps its own copy, so
         // rebuilding the template later does not change what a restore finds.
@@ -206,16 +209,11 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     };
     let dir = root.join(&id);
     // The mapped files first: a checkpoint in place always has the files its images name.
-    if let Some(m) = c.mapped.as_mut() {
-        if m.files.is_empty() {
-            c.mapped_note = Some("no mapping qualified".into());
-            c.mapped = None;
-        } else {
-            std::fs::rename(&mapped_partial, &mapped_dir).ctx("rename mapped files into place", &mapped_dir)?;
-        }
-        ledger.release(Resource::Dir { path: mapped_partial.clone() })?;
-    } else {
-        c.mapped_note = mapped_unusable;
+    if c.mapped.is_some() {
+        std::fs::rename(&mapped_partial, &mapped_dir).ctx("rename mapped files into place", &mapped_dir)?;
+    }
+    if mapped_unusable.is_none() {
+        ledger.release(Resource::Dir { path: mapped_partial })?;
     }
     std::fs::rename(&partial, &dir).ctx("rename checkpoint into place", &dir)?;
     ledger.release(Resource::Dir { path: partial })?;
