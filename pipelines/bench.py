@@ -19,10 +19,10 @@ Prints one JSON object. Every figure carries its unit, sample count and method. 
 suite's session lock (/run/drums/test.lock) while it runs, so it never measures beside the tests.
 Usage: pipelines/bench.py [--starts 20] [--arms cold,restore,restore_raw] [--mem-sessions 6] [--out FILE]
 """
-import argparse, fcntl, json, os, statistics, subprocess, sys, time
+import argparse, fcntl, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, session_pss_mib, sh, slope, summary, used_mib  # noqa: E402
+from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, summary, used_mib  # noqa: E402
 
 
 
@@ -142,9 +142,7 @@ def main():
                 result["memory"]["restore_over_cold_pss"] = round(m["restore"]["pss_mean_mib"] / m["cold"]["pss_mean_mib"], 3)
     finally:
         if ckpt:
-            c = json.loads(ckpt)
-            # The checkpoint and its mapped files (drums-ckpt(1)), which live in a directory of their own.
-            subprocess.run(["rm", "-rf", c["dir"]] + ([c["mapped"]["dir"]] if c.get("mapped") else []))
+            remove_checkpoint(json.loads(ckpt))
     text = json.dumps(result, indent=1)
     if a.out:
         open(a.out, "w").write(text + "\n")

@@ -1,5 +1,5 @@
 """What the Drums benchmarks (bench.py, pool-bench.py) share: running the tools, percentiles, a bootstrap
-interval for a ratio of medians, host memory, a session's summed Pss, a least-squares slope."""
+interval for a ratio of medians, removing a checkpoint, host memory, a session's summed Pss, a least-squares slope."""
 import os, random, statistics, subprocess
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -19,6 +19,11 @@ def sh(cmd, stdin=None, check=True):
 def destroy(records):
     if records.strip():
         sh(["drums-sweep"], stdin=records, check=False)
+
+
+def remove_checkpoint(c):
+    """A checkpoint record's directory and its mapped files (drums-ckpt(1)), which live in one of their own."""
+    subprocess.run(["rm", "-rf", c["dir"]] + ([c["mapped"]["dir"]] if c.get("mapped") else []))
 
 
 def pct(xs, q):

@@ -23,10 +23,10 @@ Prints one JSON object. Every figure carries its unit, sample count and method. 
 pipelines/bench.py through pipelines/benchlib.py.
 Usage: pipelines/pool-bench.py [--takes 20] [--depth 4] [--mem-siblings 4] [--no-freeze] [--out FILE]
 """
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, session_pss_mib, sh, slope, used_mib  # noqa: E402
+from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, used_mib  # noqa: E402
 from benchlib import summary as summary3  # noqa: E402
 
 
@@ -192,7 +192,7 @@ def main():
                           "per_sibling_breakdown_p50_s": {k: round(pct([p["fill_s"][k] for p in pool.parked], 0.5), 3) for k in pool.parked[0]["fill_s"]}}
     finally:
         pool.drain()
-        subprocess.run(["rm", "-rf", c["dir"]] + ([c["mapped"]["dir"]] if c.get("mapped") else []))
+        remove_checkpoint(c)
     text = json.dumps(result, indent=1)
     if a.out:
         open(a.out, "w").write(text + "\n")
