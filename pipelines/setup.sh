@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One-command setup of a Debian 12 machine for Drums, idempotent: the Debian packages sessions use, CRIU
-# >= 4.2, the release build of the tools, the session template, and the man pages. Needs root.
+# One-command setup of a Debian 12 machine for Drums, idempotent: the Debian packages the host side uses,
+# CRIU >= 4.2, the release build of the tools, the default session root image (pipelines/image.sh), and
+# the man pages. Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -13,7 +14,9 @@ cargo_version=$(cargo --version | awk '{print $2}')
 [ "$(printf '%s\n' 1.85 "$cargo_version" | sort -V | head -n1)" = 1.85 ] \
   || { echo "$need_rust; cargo is $cargo_version" >&2; exit 4; }
 
-packages=(xvfb openbox dbus dbus-x11 at-spi2-core chromium x11-utils x11-xserver-utils iproute2 iptables nftables
+# Host side: mmdebstrap builds the session root images (sessions run nothing of the host's /); Xvfb,
+# openbox and the Python modules serve the guest's own tests, which run drums-guest on the host.
+packages=(mmdebstrap xvfb openbox dbus dbus-x11 at-spi2-core chromium x11-utils x11-xserver-utils iproute2 iptables nftables
   python3 python3-xlib python3-pil python3-tk python3-pip python3-venv python3-pyatspi python3-numpy sudo mandoc man-db jq curl procps psmisc
   busybox-static cpio qemu-system-x86 binutils fonts-dejavu-core openssl xdg-utils)
 missing=()
@@ -31,6 +34,11 @@ log "CRIU is $criu"
 
 log "building the tools (release)"
 (cd "$here" && cargo build --release --workspace --quiet >&2)
+
+log "session root image"
+PATH="$here/target/release:$PATH" "$here/pipelines/image.sh" > /dev/null
+# The layer of host files that sessions ran on before they had root images.
+rm -rf /var/lib/drums/template
 
 for hook in "$here"/pipelines/setup.d/*.sh; do
   [ -e "$hook" ] || continue

@@ -27,7 +27,7 @@ fn cold(guard: &mut Sessions) -> (String, Value) {
 
 /// A session with only an overlay, namespaces and its init (no desktop): cheap.
 fn bare(guard: &mut Sessions) -> (String, Value) {
-    let o = Command::new(tool("drums-overlay")).args(["create", "--no-template"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    let o = Command::new(tool("drums-overlay")).args(["create"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     guard.0.push(text(&o.stdout).trim().to_string());
     let o = run("drums-ns", &["create"], &text(&o.stdout));

@@ -143,7 +143,7 @@ fn killed_stages_leave_nothing_after_destroy() {
         // What is here before this round: whatever the round leaves (an init that was killed before the
         // ledger named it included) is what is new afterwards.
         let before = inventory();
-        let o = Command::new(tool("drums-overlay")).args(["create", "--no-template"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+        let o = Command::new(tool("drums-overlay")).args(["create"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
         assert!(o.status.success(), "{}", text(&o.stderr));
         let mut rec = text(&o.stdout);
         let id = serde_json::from_str::<Value>(&rec).unwrap()["id"].as_str().unwrap().to_string();
@@ -189,7 +189,7 @@ fn killed_stages_leave_nothing_after_destroy() {
 }
 
 fn bare_session() -> (String, Sessions) {
-    let a = Command::new(tool("drums-overlay")).args(["create", "--no-template"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    let a = Command::new(tool("drums-overlay")).args(["create"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
     assert!(a.status.success(), "{}", text(&a.stderr));
     let b = run_ok("drums-ns", &["create"], &text(&a.stdout));
     (b.clone(), Sessions(vec![b]))
@@ -199,8 +199,7 @@ fn last_error(o: &std::process::Output) -> Value {
     serde_json::from_str(text(&o.stderr).lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {}", text(&o.stderr)))
 }
 
-/// `--guest-user`: the guest runs commands as that account (a session without a template would default
-/// to root).
+/// `--guest-user`: the guest runs commands as that account (by default `user`, the image's desktop user).
 #[test]
 fn the_guest_runs_commands_as_its_guest_user() {
     require_root();

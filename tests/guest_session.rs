@@ -12,10 +12,8 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 fn cold_session() -> (Value, Sessions) {
-    assert!(
-        std::path::Path::new("/var/lib/drums/template/etc/passwd").exists(),
-        "no session template layer: run pipelines/setup.sh (pipelines/setup.d/template.sh builds it)"
-    );
+    let image = drums::image::images_root().join(drums::image::DEFAULT_IMAGE).join("image.json");
+    assert!(image.exists(), "no default root image ({}): run pipelines/setup.sh (pipelines/image.sh builds it)", image.display());
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())
@@ -63,7 +61,7 @@ fn osworld_task_e0df059f_through_a_real_session() {
     let r = post_json(addr, "/execute", &json!({"command": "id -un; echo $HOME; command -v python; command -v google-chrome", "shell": true}));
     assert_eq!(r.json()["output"], "user\n/home/user\n/usr/bin/python\n/usr/bin/google-chrome\n", "{}", r.text());
     assert_eq!(get(addr, "/desktop_path").json(), json!({"desktop_path": "/home/user/Desktop"}));
-    // Python in the session starts with the template's clone-hygiene hook installed.
+    // Python in the session starts with the image's clone-hygiene hook installed.
     let r = post_json(addr, "/execute", &json!({"command": ["python", "-c", "import signal; print(signal.getsignal(signal.SIGUSR1).__qualname__)"]}));
     assert_eq!(r.json()["output"], "_drums_install_reseed.<locals>.reseed\n", "{}", r.text());
 

@@ -80,10 +80,13 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     for s in &sibs {
         assert_eq!(s["ready"]["ready"], true, "{}", s["ready"]);
         assert!(s["ready"]["changed_fraction"].as_f64().unwrap() > 0.10);
-        // The restored browser maps its relocated data from the checkpoint's file.
+        // The restored browser maps its relocated data from the checkpoint's file, which the session sees
+        // in its checkpoint's layer of mapped files.
         let browser = s["desktop"]["processes"].as_array().unwrap().iter().find(|p| p["role"] == "chromium").unwrap()["host_pid"].as_i64().unwrap();
         let maps = std::fs::read_to_string(format!("/proc/{browser}/maps")).unwrap();
-        assert!(maps.lines().any(|l| l.contains(mapped["dir"].as_str().unwrap())), "the browser maps none of {mapped}");
+        let inside_dir = drums::mapped::inside_dir(c["id"].as_str().unwrap());
+        assert!(maps.lines().any(|l| l.contains(inside_dir.to_str().unwrap())), "the browser maps none of {mapped}");
+        assert_eq!(s["overlay"]["mapped"], json!(drums::mapped::layer_of(std::path::Path::new(mapped["dir"].as_str().unwrap()))));
     }
     // The files the source had open for writing are in each sibling's upper, not also in its layer copy.
     let write_open: Vec<&str> = c["write_open"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
@@ -260,6 +263,9 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
     let (mapped_dir, broken_mapped) = (drums::mapped::mapped_root().join(c["id"].as_str().unwrap()), drums::mapped::mapped_root().join(&broken_id));
     let st = Command::new("cp").arg("-a").arg(&mapped_dir).arg(&broken_mapped).status().unwrap();
     assert!(st.success(), "the checkpoint has mapped files");
+    // Where the copy's record says its files are: its own directory of its layer.
+    let inner = |id: &str| drums::mapped::layer_of(&broken_mapped).join(drums::mapped::inside_dir(id).strip_prefix("/").unwrap());
+    std::fs::rename(inner(c["id"].as_str().unwrap()), inner(&broken_id)).unwrap();
     let pages = std::fs::read_dir(broken_dir.join("images")).unwrap().flatten().map(|e| e.path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("pages-")).max_by_key(|p| std::fs::metadata(p).unwrap().len()).unwrap();
     std::fs::OpenOptions::new().write(true).open(&pages).unwrap().set_len(4096).unwrap();
     let broken = ckpt.replace(c["id"].as_str().unwrap(), &broken_id);

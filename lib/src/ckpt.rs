@@ -147,6 +147,11 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     }
     let desktop = session.desktop()?.clone();
     let overlay = session.overlay()?.clone();
+    let (Some(image), Some(runtime)) = (overlay.image.clone(), overlay.runtime.clone()) else {
+        return Err(Error::bad_field("overlay.image", "missing: this session runs on the host's / (made by an older drums-overlay) and cannot be checkpointed"));
+    };
+    // The image must still be the one the session was made on: a checkpoint names it by digest.
+    crate::image::check(&image, "overlay.image")?;
     let version = criu_version()?;
     let ledger = Ledger::open(&session.state_dir)?;
     // A live process in a phase other than live/parked/taken tells the sweep that work is under way.
@@ -178,15 +183,16 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
         }
         if mapped_unusable.is_none() {
             ledger.create_res(Resource::Dir { path: mapped_partial.clone() })?;
-            let m = crate::mapped::move_out_relocated(&c.images, &overlay.merged, &mapped_partial, &mapped_dir, &root.join(&id))?;
+            let m = crate::mapped::move_out_relocated(&c.images, &overlay.merged, &mapped_partial, &mapped_dir, &id, &root.join(&id))?;
             c.image_bytes = dir_bytes(&c.images);
             c.mapped_note = m.files.is_empty().then(|| "no mapping qualified".to_string());
             c.mapped = Some(m).filter(|m| !m.files.is_empty());
         } else {
             c.mapped_note = mapped_unusable.clone();
         }
-        // The template layers are part of what the processes see: the checkpoint keeps its own copy, so
-        // rebuilding the template later does not change what a restore finds.
+        // Layers given by path are part of what the processes see: the checkpoint keeps its own copy, so
+        // changing them later does not change what a restore finds. (The runtime layer and the image
+        // are immutable and named, not copied.)
         for (i, l) in overlay.layers.iter().enumerate() {
             let to = partial.join("layers").join(i.to_string());
             std::fs::create_dir_all(to.parent().unwrap()).ctx("create directory", &to)?;
@@ -208,6 +214,10 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
         }
     };
     let dir = root.join(&id);
+    // The image and the runtime layer learn that this checkpoint uses them before it is in place, so a
+    // prune never removes what a checkpoint names (refs of a checkpoint never finished name nothing).
+    crate::image::add_ref(&image.dir, &id, &dir)?;
+    crate::image::add_ref(&runtime.dir, &id, &dir)?;
     // The mapped files first: a checkpoint in place always has the files its images name.
     if c.mapped.is_some() {
         std::fs::rename(&mapped_partial, &mapped_dir).ctx("rename mapped files into place", &mapped_dir)?;
@@ -223,6 +233,8 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     c.dir = dir;
     c.layers = (0..overlay.layers.len()).map(|i| c.dir.join("layers").join(i.to_string())).collect();
     c.browser_erased = browser_erased;
+    c.image = Some(image);
+    c.runtime = Some(runtime);
     c.source = CheckpointSource { session: session.id.clone(), hostname: ns.hostname.clone(), session_addr: session.net()?.session_addr.clone(), session_mac: session.net()?.session_mac.clone(), desktop };
     let path = c.dir.join(RECORD_FILE);
     std::fs::write(&path, serde_json::to_vec(&c).expect("records serialize")).ctx("write", &path)?;
@@ -295,6 +307,8 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         images: images.clone(),
         layer: layer.clone(),
         layers: vec![],
+        runtime: None,
+        image: None,
         image_bytes: dir_bytes(&images),
         layer_bytes: dir_bytes(&layer),
         dump_s,

@@ -137,20 +137,18 @@ fn log_tail(path: &Path) -> String {
     format!("ends with: {}", lines[lines.len().saturating_sub(3)..].join(" | "))
 }
 
-/// The guest's user when none is given: `user`, the desktop user of OSWorld's image, when the session has
-/// a template layer and its /etc/passwd has that user (the template of pipelines/setup.d/template.sh
-/// does); else root, since a session without a template has only the host's accounts.
-fn default_guest_user(session: &Session, init: i32) -> String {
-    let templated = session.overlay.as_ref().is_some_and(|ov| !ov.layers.is_empty());
+/// The guest's user when none is given: `user`, the desktop user of OSWorld's image, when the session's
+/// /etc/passwd has that user (every image of pipelines/image.sh does); else root.
+fn default_guest_user(init: i32) -> String {
     let root = PathBuf::from(format!("/proc/{init}/root"));
-    if templated && crate::guest::user::Account::lookup_in(&root, DESKTOP_USER).is_ok() {
+    if crate::guest::user::Account::lookup_in(&root, DESKTOP_USER).is_ok() {
         DESKTOP_USER.into()
     } else {
         "root".into()
     }
 }
 
-/// The desktop user of OSWorld's image, which the template layer provides.
+/// The desktop user of OSWorld's image, which every root image has.
 pub const DESKTOP_USER: &str = "user";
 
 /// Start the desktop in a session that has namespaces. Adds `desktop`. Each process must still run once
@@ -211,8 +209,8 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![])?;
     run("openbox", s(&["openbox", "--sm-disable"]), vec![])?;
     let guest = if o.guest {
-        let bin = crate::stable::beside_me("drums-guest")?;
-        let user = o.guest_user.clone().unwrap_or_else(|| default_guest_user(session, init));
+        let bin = crate::runtime::inside("drums-guest");
+        let user = o.guest_user.clone().unwrap_or_else(|| default_guest_user(init));
         let argv = vec![bin.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone(), "--user".into(), user];
         Some(run("guest", argv, vec![])?)
     } else {
@@ -220,7 +218,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     };
     if o.chromium {
         prepare_chromium_profile(init)?;
-        let shim = crate::stable::beside_me("libdrums_pkey_shim.so")?;
+        let shim = crate::runtime::inside("libdrums_pkey_shim.so");
         run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string()), ("ACCESSIBILITY_ENABLED".into(), "1".into())])?;
     }
     // The guest is waited for after Chromium started, so that its start overlaps Chromium's, which
@@ -246,7 +244,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         devtools_port: DEVTOOLS_PORT,
         guest_url,
         processes: procs,
-        manifest: manifest(),
+        manifest: manifest(session)?,
         start_s: t0.elapsed().as_secs_f64(),
         mit_shm: o.mit_shm,
         glx: o.glx,
@@ -299,42 +297,37 @@ fn wait_for_x(init_pid: i32, display: u32, xvfb: Watched) -> Result<()> {
     })
 }
 
-/// Versions of what the session is made of, cached per boot and binary modification time, since asking
-/// Chromium for its version costs a process start.
-pub fn manifest() -> Map<String, Value> {
-    let cache_path = crate::state::state_root().join("manifest-cache.json");
-    let mut cache: Map<String, Value> = std::fs::read(&cache_path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+/// Versions of what the session is made of: the root image (name, digest) and the versions of its
+/// Chromium, Xvfb and openbox packages from the image's record; the kernel and CRIU that run it, which are
+/// the host's. CRIU's version is cached per binary modification time, since asking costs a process start.
+pub fn manifest(session: &Session) -> Result<Map<String, Value>> {
+    let image_ref = session.overlay()?.image.clone().ok_or_else(|| Error::bad_field("overlay.image", "missing: this session's root was made on the host's / by an older drums-overlay"))?;
+    let image = crate::image::check(&image_ref, "overlay.image")?;
     let mut out = Map::new();
+    out.insert("image".into(), json!({"name": image.name, "digest": image.digest, "suite": image.suite}));
+    for (name, package) in [("chromium", "chromium"), ("xvfb", "xvfb"), ("openbox", "openbox")] {
+        out.insert(name.into(), json!(image.version_of(package)));
+    }
     let uname = nix::sys::utsname::uname().ok();
     out.insert("kernel".into(), json!(uname.map(|u| u.release().to_string_lossy().into_owned())));
+    let cache_path = crate::state::state_root().join("manifest-cache.json");
+    let mut cache: Map<String, Value> = std::fs::read(&cache_path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let criu = crate::criu::binary();
-    let probes: Vec<(&str, String, Vec<&str>)> = vec![
-        ("xvfb", "/usr/bin/Xvfb".into(), vec!["-version"]),
-        ("openbox", "/usr/bin/openbox".into(), vec!["--version"]),
-        ("chromium", "/usr/bin/chromium".into(), vec!["--version"]),
-        ("criu", criu.display().to_string(), vec!["--version"]),
-    ];
-    let mut changed = false;
-    for (name, bin, args) in probes {
-        let mtime = std::fs::metadata(&bin).and_then(|m| m.modified()).ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs());
-        let key = format!("{bin}@{mtime:?}");
-        let v = match cache.get(&key) {
-            Some(v) => v.clone(),
-            None => {
-                let v = version_of(&bin, &args).map(Value::String).unwrap_or(Value::Null);
-                cache.insert(key, v.clone());
-                changed = true;
-                v
-            }
-        };
-        out.insert(name.into(), v);
-    }
+    let mtime = std::fs::metadata(&criu).and_then(|m| m.modified()).ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs());
+    let key = format!("{}@{mtime:?}", criu.display());
+    let v = match cache.get(&key) {
+        Some(v) => v.clone(),
+        None => {
+            let v = version_of(&criu.display().to_string(), &["--version"]).map(Value::String).unwrap_or(Value::Null);
+            cache.insert(key, v.clone());
+            let _ = std::fs::create_dir_all(crate::state::state_root());
+            let _ = std::fs::write(&cache_path, serde_json::to_vec(&cache).unwrap_or_default());
+            v
+        }
+    };
+    out.insert("criu".into(), v);
     out.insert("drums".into(), json!(env!("CARGO_PKG_VERSION")));
-    if changed {
-        let _ = std::fs::create_dir_all(crate::state::state_root());
-        let _ = std::fs::write(&cache_path, serde_json::to_vec(&cache).unwrap_or_default());
-    }
-    out
+    Ok(out)
 }
 
 fn version_of(bin: &str, args: &[&str]) -> Option<String> {

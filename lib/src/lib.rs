@@ -11,6 +11,7 @@ pub mod desktop;
 pub mod destroy;
 pub mod error;
 pub mod guest;
+pub mod image;
 pub mod ledger;
 pub mod mapped;
 pub mod mountinfo;
@@ -22,8 +23,8 @@ pub mod ready;
 pub mod record;
 pub mod reseed;
 pub mod restore;
+pub mod runtime;
 pub mod session_io;
-pub mod stable;
 pub mod state;
 pub mod x11;
 

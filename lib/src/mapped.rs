@@ -8,9 +8,12 @@
 //! and points the mapping at that file (and drops its pages from the images): a restore then maps the
 //! file like any library, and every sibling shares its pages in the page cache.
 //!
-//! The files must be visible inside a restored session at the same path as on the host: they live in
-//! `mapped_root()/<checkpoint id>/` on the host's root file system, which is a session's lowest layer.
-//! Sessions can read them (drums-ckpt(1) says what they show).
+//! The files are opened inside the restored session: each checkpoint's are a read-only overlay layer of
+//! its own, `mapped_root()/<checkpoint id>/layer`, where sessions see them as
+//! `/usr/lib/drums/mapped/<checkpoint id>/N.bin`. The layer is shared by every sibling (not copied).
+//! Sessions can read them (drums-ckpt(1) says what they show). A checkpoint of a restored sibling maps
+//! its parent checkpoint's files too: they are hard-linked into its own layer and renamed in its images,
+//! so that every checkpoint needs only its own mapped files.
 
 use crate::criu_image::{replace_file, Image, Message, Value};
 use crate::error::{Error, IoContext, Result};
@@ -62,11 +65,26 @@ const PE_PARENT: u64 = 1 << 0;
 const PE_LAZY: u64 = 1 << 1;
 const PE_PRESENT: u64 = 1 << 2;
 
-/// Where checkpoints' mapped files live: $DRUMS_MAPPED_DIR, default /var/lib/drums-mapped. It must be on
-/// the host's root file system and outside the directories sessions do not see (/var/lib/drums, /run,
-/// /tmp, /dev): the files are opened inside the restored session.
+/// Where checkpoints' mapped files live: $DRUMS_MAPPED_DIR, default /var/lib/drums-mapped.
 pub fn mapped_root() -> PathBuf {
     std::env::var_os("DRUMS_MAPPED_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib/drums-mapped"))
+}
+
+/// Where sessions see the mapped files of checkpoint `id`.
+pub fn inside_dir(id: &str) -> PathBuf {
+    Path::new(INSIDE_ROOT).join(id)
+}
+pub const INSIDE_ROOT: &str = "/usr/lib/drums/mapped";
+
+/// The overlay layer of a checkpoint's mapped-files directory.
+pub fn layer_of(dir: &Path) -> PathBuf {
+    dir.join("layer")
+}
+
+/// Where, on the host, the mapped-files directory `dir` of checkpoint `id` holds a file the session sees
+/// as `/usr/lib/drums/mapped/<id>/<name>`.
+fn host_path(dir: &Path, id: &str, name: &str) -> PathBuf {
+    layer_of(dir).join(inside_dir(id).strip_prefix("/").expect("absolute")).join(name)
 }
 
 /// In each checkpoint's mapped-files directory: the checkpoint directory it belongs to. The sweep removes
@@ -79,31 +97,18 @@ pub fn owner_of(dir: &Path) -> Option<PathBuf> {
     Some(PathBuf::from(std::ffi::OsString::from(String::from_utf8(b).ok()?)))
 }
 
-/// Why a restored session could not open files under `root`, if it could not.
+/// Why mapped files cannot be kept under `root`, if they cannot.
 pub fn unusable_root(root: &Path) -> Option<String> {
     if !root.is_absolute() || root.components().any(|c| !matches!(c, Component::RootDir | Component::Normal(_))) {
         return Some(format!("{} is not a plain absolute path", root.display()));
     }
-    for own in crate::overlay::OWN_DIRS {
-        if root.starts_with(Path::new("/").join(own)) {
-            return Some(format!("{} is inside /{own}, which sessions do not see", root.display()));
-        }
-    }
-    let dev = |p: &Path| std::fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::dev(&m));
-    let mut existing = root;
-    while !existing.exists() {
-        existing = existing.parent().unwrap_or(Path::new("/"));
-    }
-    match (dev(existing), dev(Path::new("/"))) {
-        (Ok(a), Ok(b)) if a == b => None,
-        _ => Some(format!("{} is not on the root file system, which is a session's lowest layer", root.display())),
-    }
+    None
 }
 
 /// What a checkpoint's images map from files of its own instead of holding as pages.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Mapped {
-    /// `mapped_root()/<checkpoint id>`.
+    /// `mapped_root()/<checkpoint id>`; the overlay layer is its `layer/`.
     pub dir: PathBuf,
     pub files: Vec<MappedFile>,
     /// Pages taken out of the images (every process's copy counted).
@@ -112,6 +117,8 @@ pub struct Mapped {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MappedFile {
+    /// On the host: `<dir>/layer/usr/lib/drums/mapped/<checkpoint id>/N.bin` (`pN.bin`: a file of the
+    /// parent checkpoint the source was restored from, linked).
     pub path: PathBuf,
     pub bytes: u64,
     /// The mappings (one per process) that now map this file.
@@ -164,14 +171,62 @@ fn plain_absolute(name: &[u8]) -> Option<PathBuf> {
     (p.is_absolute() && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))).then_some(p)
 }
 
+/// Point every regular file of `files` that is another checkpoint's mapped file at a hard link of it in
+/// checkpoint `id`'s own layer (under `write_dir`, to be moved to `final_dir`): `pN.bin`.
+fn relink_inherited(files: &mut Image, write_dir: &Path, final_dir: &Path, id: &str) -> Result<Vec<MappedFile>> {
+    let mut out: Vec<MappedFile> = vec![];
+    let mut linked: HashMap<Vec<u8>, String> = HashMap::new();
+    for entry in files.entries.iter_mut() {
+        let mut f = Message::parse(entry)?;
+        if f.varint(FILE_TYPE) != Some(FD_TYPE_REG) {
+            continue;
+        }
+        let Some(raw) = f.bytes(FILE_REG) else { continue };
+        let mut r = Message::parse(raw)?;
+        let Some(name) = r.bytes(REG_NAME).and_then(plain_absolute) else { continue };
+        let Ok(rest) = name.strip_prefix(INSIDE_ROOT) else { continue };
+        let mut parts = rest.components();
+        let (Some(Component::Normal(owner)), Some(Component::Normal(file)), None) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let (owner, file) = (owner.to_string_lossy().into_owned(), file.to_string_lossy().into_owned());
+        if owner == id || crate::state::check_checkpoint_id(&owner).is_err() {
+            continue;
+        }
+        let key = name.as_os_str().as_encoded_bytes().to_vec();
+        let new_name = match linked.get(&key) {
+            Some(n) => n.clone(),
+            None => {
+                let from = host_path(&mapped_root().join(&owner), &owner, &file);
+                let m = std::fs::metadata(&from).map_err(|e| Error::failed(format!("the source maps {} of checkpoint {owner}, whose file {} is not usable: {e}", name.display(), from.display())))?;
+                let n = format!("p{}.bin", out.len());
+                let to = host_path(write_dir, id, &n);
+                std::fs::create_dir_all(to.parent().unwrap()).ctx("create directory", to.parent().unwrap())?;
+                std::fs::hard_link(&from, &to).ctx("link", &to)?;
+                out.push(MappedFile { path: host_path(final_dir, id, &n), bytes: m.len(), mappings: 0 });
+                linked.insert(key, n.clone());
+                n
+            }
+        };
+        if let Some(mf) = out.iter_mut().find(|m| m.path.file_name().is_some_and(|x| x == new_name.as_str())) {
+            mf.mappings += 1;
+        }
+        r.set_bytes(REG_NAME, inside_dir(id).join(&new_name).into_os_string().into_encoded_bytes());
+        f.set_bytes(FILE_REG, r.encode());
+        *entry = f.encode();
+    }
+    Ok(out)
+}
+
 /// Rewrite the images in `images` so that read-only private file mappings whose pages they hold (relocated
-/// data) map files written to `write_dir` instead; the images name them under `final_dir`, where
-/// drums-ckpt moves `write_dir` once the checkpoint is complete. `source_root` is the source session's
-/// root as the host sees it (the original files are read there). Leaves the images as they were and
-/// returns an empty result when nothing qualifies.
-pub fn move_out_relocated(images: &Path, source_root: &Path, write_dir: &Path, final_dir: &Path, checkpoint_dir: &Path) -> Result<Mapped> {
+/// data) map files written to `write_dir` instead; `final_dir` is where drums-ckpt moves `write_dir` once
+/// checkpoint `id` is complete, and the images name the files as sessions see them
+/// (`/usr/lib/drums/mapped/<id>/`). `source_root` is the source session's root as the host sees it (the
+/// original files are read there). Files of other checkpoints that the images open (the source was
+/// restored from one) are linked in and renamed. Leaves the images as they were and returns an empty
+/// result when nothing qualifies.
+pub fn move_out_relocated(images: &Path, source_root: &Path, write_dir: &Path, final_dir: &Path, id: &str, checkpoint_dir: &Path) -> Result<Mapped> {
     let files_path = images.join("files.img");
     let mut files = Image::read(&files_path)?;
+    let inherited = relink_inherited(&mut files, write_dir, final_dir, id)?;
     let mut reg: HashMap<u64, Message> = HashMap::new();
     let mut next_id = 0;
     for e in &files.entries {
@@ -288,14 +343,14 @@ pub fn move_out_relocated(images: &Path, source_root: &Path, write_dir: &Path, f
                     contents[i].1
                 }
                 None => {
-                    let id = next_id;
+                    let file_id = next_id;
                     next_id += 1;
                     let index = contents.len();
                     let mut r = file.clone();
-                    r.set_varint(REG_ID, id);
+                    r.set_varint(REG_ID, file_id);
                     r.set_varint(REG_FLAGS, 0);
                     r.set_varint(REG_POS, 0);
-                    r.set_bytes(REG_NAME, final_dir.join(format!("{index}.bin")).into_os_string().into_encoded_bytes());
+                    r.set_bytes(REG_NAME, inside_dir(id).join(format!("{index}.bin")).into_os_string().into_encoded_bytes());
                     r.set_varint(REG_SIZE, len as u64);
                     r.set_varint(REG_MODE, 0o100444);
                     for f in REG_ABOUT_ORIGINAL {
@@ -303,8 +358,8 @@ pub fn move_out_relocated(images: &Path, source_root: &Path, write_dir: &Path, f
                     }
                     new_reg.push(r);
                     by_hash.entry(hash).or_default().push(index);
-                    contents.push((content, id, 1));
-                    id
+                    contents.push((content, file_id, 1));
+                    file_id
                 }
             };
             vma.set_varint(VMA_SHMID, file_id);
@@ -346,19 +401,21 @@ pub fn move_out_relocated(images: &Path, source_root: &Path, write_dir: &Path, f
         mm_img.entries[0] = mm.encode();
         rewrites.push((mm_path, mm_img.to_bytes()));
     }
-    if contents.is_empty() {
+    if contents.is_empty() && inherited.is_empty() {
         return Ok(Mapped::default());
     }
 
     std::fs::create_dir_all(write_dir).ctx("create directory", write_dir)?;
     let owner = write_dir.join(OWNER_FILE);
     std::fs::write(&owner, checkpoint_dir.as_os_str().as_encoded_bytes()).ctx("write", &owner)?;
-    let mut out = Mapped { dir: final_dir.to_path_buf(), files: vec![], pages_moved };
+    let mut out = Mapped { dir: final_dir.to_path_buf(), files: inherited, pages_moved };
     for (index, (content, _, mappings)) in contents.iter().enumerate() {
-        let p = write_dir.join(format!("{index}.bin"));
+        let name = format!("{index}.bin");
+        let p = host_path(write_dir, id, &name);
+        std::fs::create_dir_all(p.parent().unwrap()).ctx("create directory", p.parent().unwrap())?;
         std::fs::write(&p, content).ctx("write", &p)?;
         std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o444)).ctx("chmod", &p)?;
-        out.files.push(MappedFile { path: final_dir.join(format!("{index}.bin")), bytes: content.len() as u64, mappings: *mappings });
+        out.files.push(MappedFile { path: host_path(final_dir, id, &name), bytes: content.len() as u64, mappings: *mappings });
     }
     for r in new_reg {
         let id = r.varint(REG_ID).unwrap();

@@ -57,8 +57,12 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
     let host_if = crate::net::host_if_name(slot);
     ledger.create_res(Resource::Link { name: host_if.clone() })?;
     let hostname = opts.hostname.clone().unwrap_or_else(|| session.id.clone());
-    // The init runs from an immutable copy, so rebuilding the tools never invalidates a checkpoint.
-    let exe = crate::stable::beside_me("drums-ns")?;
+    // The init runs from the session's runtime layer (immutable), so rebuilding the tools never
+    // invalidates a checkpoint, and nothing of the host's file system is executed in the session.
+    if session.overlay()?.runtime.is_none() || session.overlay()?.image.is_none() {
+        return Err(Error::bad_field("overlay.image", "missing: this session's root was made on the host's / by an older drums-overlay"));
+    }
+    let exe = crate::runtime::inside("drums-ns");
 
     let (pid_r, pid_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
@@ -202,6 +206,10 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
     let _ = std::fs::remove_dir(format!("/{OLD_ROOT}"));
 
     nix::unistd::sethostname(&cfg.hostname).map_err(|x| format!("sethostname: {x}"))?;
+    // The session's own names, written from inside (an image holds none): its hostname, and a machine
+    // id of its own for D-Bus and whatever else reads one.
+    std::fs::write("/etc/hostname", format!("{}\n", cfg.hostname)).map_err(|x| format!("write /etc/hostname: {x}"))?;
+    std::fs::write("/etc/machine-id", format!("{}\n", crate::state::random_hex(16))).map_err(|x| format!("write /etc/machine-id: {x}"))?;
     // PID 1 must lead its own session inside the namespace, or CRIU finds a session leader outside it.
     nix::unistd::setsid().map_err(|x| format!("setsid: {x}"))?;
     let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map_err(|x| format!("open /dev/null: {x}"))?;

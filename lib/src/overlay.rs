@@ -1,5 +1,7 @@
 //! The session's root file system: overlayfs with a per-session upper on a host-visible tmpfs, over
-//! read-only layers (checkpoint, template) over the host's `/`.
+//! read-only layers (a restore's checkpoint layer, layers given with `--layer`), over the runtime layer
+//! (Drums' programs that run inside sessions, `runtime`), over the session's root image (`image`). The
+//! host's `/` is never a layer.
 
 use crate::error::{Error, IoContext, Result};
 use crate::ledger::{Ledger, Resource};
@@ -7,17 +9,17 @@ use crate::record::{Overlay, Session};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::path::{Path, PathBuf};
 
-/// The template layer `pipelines/setup.sh` builds: the desktop user, sudo, python with pyautogui.
-pub const DEFAULT_TEMPLATE: &str = "/var/lib/drums/template";
-
 pub struct OverlayOptions {
-    /// Read-only layers above `/`, topmost first.
+    /// The root image: a name (its current image) or an image directory.
+    pub image: String,
+    /// Read-only layers above the runtime layer and the image, topmost first.
     pub layers: Vec<PathBuf>,
     pub tmpfs_bytes: u64,
     pub ttl_s: Option<u64>,
 }
 
-/// Make a new session: its state directory and ledger first, then the tmpfs and the overlay.
+/// Make a new session: its state directory and ledger first, then the tmpfs and the overlay of its root
+/// image.
 pub fn create(opts: &OverlayOptions) -> Result<Session> {
     for l in &opts.layers {
         check_layer(l)?;
@@ -25,9 +27,14 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
     let id = crate::state::new_id('d');
     let dir = crate::state::session_dir(&id);
     let owner = crate::proc::session_owner()?;
+    // The image is resolved and mounted under the shared use lock: `drums-sweep --prune-root-images`
+    // cannot remove it in between.
+    let _use = crate::image::lock(false)?;
+    let image = crate::image::resolve(&opts.image)?.reference();
+    let runtime = crate::runtime::beside_me()?;
     let ledger = Ledger::create(&dir, &id, owner.clone(), opts.ttl_s)?;
     ledger.phase("creating")?;
-    let overlay = mount_root(&ledger, &dir, &opts.layers, opts.tmpfs_bytes, OWN_DIRS, &[])?;
+    let overlay = mount_root(&ledger, &dir, &Lowers { layers: &opts.layers, mapped: None, runtime: &runtime, image: &image }, opts.tmpfs_bytes, OWN_DIRS, &[])?;
     Ok(Session {
         drums: crate::record::VERSION,
         kind: crate::record::SESSION.into(),
@@ -46,21 +53,32 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
 }
 
 /// Directories of a new session's root that show nothing of the layers below (overlayfs "opaque"
-/// directories in the upper): /dev gets only the nodes drums-ns makes, /tmp starts empty, and the host's
-/// /run and Drums' own checkpoints stay out of sight. They are plain directories of the session's upper
+/// directories in the upper): /dev gets only the nodes drums-ns makes, /tmp and /run start empty
+/// whatever an image holds there. They are plain directories of the session's upper
 /// (itself on a tmpfs) rather than tmpfs mounts because CRIU packs every tmpfs with tar and gzip and
 /// unpacks it in each restore (two processes each, about 3.5 ms), while the upper is copied once into
 /// the checkpoint layer, opaque marks included.
-pub const OWN_DIRS: &[&str] = &["dev", "run", "var/lib/drums", "tmp"];
+pub const OWN_DIRS: &[&str] = &["dev", "run", "tmp"];
 
 /// Of OWN_DIRS, those anyone may write to (mode 1777, like a /tmp).
 const STICKY_DIRS: &[&str] = &["tmp"];
+
+/// What a session's root is made of, below its upper: read-only layers (copied into the session's
+/// tmpfs), then the runtime layer and the root image (shared, on the host's disk), topmost first.
+pub struct Lowers<'a> {
+    pub layers: &'a [PathBuf],
+    /// A restore's mapped files (crate::mapped): the checkpoint's layer of them.
+    pub mapped: Option<&'a Path>,
+    pub runtime: &'a crate::runtime::RuntimeRef,
+    pub image: &'a crate::image::ImageRef,
+}
 
 /// Mount a tmpfs at `<dir>/rw` (upper and work) and the overlay at `<dir>/root`, each ledgered first.
 /// `own_dirs` are made opaque in the upper (see OWN_DIRS); a restore passes none, since its checkpoint
 /// layer already has them. `promote` (paths relative to the topmost layer) are moved from the session's
 /// copy of that layer into its upper before the mount (see `promote_into_upper`).
-pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: u64, own_dirs: &[&str], promote: &[PathBuf]) -> Result<Overlay> {
+pub fn mount_root(ledger: &Ledger, dir: &Path, lowers: &Lowers, tmpfs_bytes: u64, own_dirs: &[&str], promote: &[PathBuf]) -> Result<Overlay> {
+    let layers = lowers.layers;
     let rw = dir.join("rw");
     ledger.create_res(Resource::Mount { path: rw.clone() })?;
     std::fs::create_dir(&rw).ctx("create directory", &rw)?;
@@ -78,9 +96,10 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: 
         }
     }
 
-    // overlayfs refuses (ELOOP) a lower layer inside another layer, and every layer on the host's root file
-    // system is inside `/`. So each read-only layer is copied into the session's own tmpfs, which also
-    // keeps siblings from sharing any layer at all.
+    // Each read-only layer above the runtime layer is copied into the session's own tmpfs: siblings share
+    // no layer that a tool ever writes (a checkpoint layer is the source's upper; a restore moves files
+    // out of its copy, `promote`), and overlayfs refuses (ELOOP) a layer inside another one, which a
+    // layer given by path could be. The runtime layer and the image are never written and are shared.
     let mut copies = vec![];
     for (i, layer) in layers.iter().enumerate() {
         let copy = rw.join(format!("layer{i}"));
@@ -94,9 +113,13 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: 
     ledger.create_res(Resource::Mount { path: merged.clone() })?;
     std::fs::create_dir(&merged).ctx("create directory", &merged)?;
     let mut lower: Vec<String> = copies.iter().map(|l| escape(l)).collect();
-    lower.push("/".into());
+    if let Some(m) = lowers.mapped {
+        lower.push(escape(m));
+    }
+    lower.push(escape(&lowers.runtime.layer));
+    lower.push(escape(&lowers.image.root));
     // redirect_dir=on: renaming a directory that comes from a lower layer (a task's directory in the
-    // checkpoint layer, a template directory) fails with EXDEV without it, and this kernel's default is off.
+    // checkpoint layer, an image directory) fails with EXDEV without it, and this kernel's default is off.
     let data = format!("lowerdir={},upperdir={},workdir={},redirect_dir=on", lower.join(":"), escape(&upper), escape(&work));
     // The kernel takes overlay options in one page; a longer string fails with a bare EINVAL.
     if data.len() >= 4000 {
@@ -104,7 +127,7 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, layers: &[PathBuf], tmpfs_bytes: 
     }
     mount(Some("drums-overlay"), &merged, Some("overlay"), MsFlags::empty(), Some(data.as_str()))
         .map_err(|e| Error::io(format!("mount overlay ({data})"), &merged, std::io::Error::from_raw_os_error(e as i32)))?;
-    Ok(Overlay { merged, upper, work, tmpfs: rw, layers: layers.to_vec(), tmpfs_bytes })
+    Ok(Overlay { merged, upper, work, tmpfs: rw, layers: layers.to_vec(), tmpfs_bytes, mapped: lowers.mapped.map(Path::to_path_buf), runtime: Some(lowers.runtime.clone()), image: Some(lowers.image.clone()) })
 }
 
 /// Copy a layer with everything overlayfs cares about: owners, modes, times, whiteouts (0:0 character

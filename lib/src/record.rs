@@ -27,10 +27,23 @@ pub struct Overlay {
     pub work: PathBuf,
     /// The tmpfs holding upper and work.
     pub tmpfs: PathBuf,
-    /// Read-only layers above the host's `/`, topmost first (checkpoint layer, then template layers).
+    /// Read-only layers above the runtime layer and the root image, topmost first (a restore's
+    /// checkpoint layer, then the layers given with `drums-overlay create --layer`).
     pub layers: Vec<PathBuf>,
     /// Size limit of the tmpfs, bytes.
     pub tmpfs_bytes: u64,
+    /// A restored session's checkpoint's mapped files (drums-ckpt(1)), a read-only layer below `layers`
+    /// shared by the siblings; null for cold sessions.
+    #[serde(default)]
+    pub mapped: Option<PathBuf>,
+    /// Drums' programs that run inside the session, a read-only layer below `mapped` (null in records
+    /// of sessions made on the host's `/` by older tools).
+    #[serde(default)]
+    pub runtime: Option<crate::runtime::RuntimeRef>,
+    /// The root image: the lowest layer (null in records of sessions made on the host's `/` by older
+    /// tools).
+    #[serde(default)]
+    pub image: Option<crate::image::ImageRef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -214,8 +227,16 @@ pub struct Checkpoint {
     pub images: PathBuf,
     /// The source session's upper directory as it was while its processes were frozen.
     pub layer: PathBuf,
-    /// The source's read-only layers (template), topmost first, below `layer`.
+    /// Copies of the source's read-only layers (`drums-overlay create --layer`), topmost first, below
+    /// `layer`.
     pub layers: Vec<PathBuf>,
+    /// The runtime layer the source ran with (null in checkpoints of older tools, which are refused).
+    #[serde(default)]
+    pub runtime: Option<crate::runtime::RuntimeRef>,
+    /// The root image the source ran on (null in checkpoints taken on the host's `/` by older tools,
+    /// which are refused).
+    #[serde(default)]
+    pub image: Option<crate::image::ImageRef>,
     /// Bytes of the CRIU images.
     pub image_bytes: u64,
     /// Bytes of the checkpoint layer.
@@ -271,13 +292,20 @@ impl Checkpoint {
         if c.layers.iter().enumerate().any(|(i, l)| *l != c.dir.join("layers").join(i.to_string())) {
             return Err(Error::bad_field("layers", "layers must be the checkpoint directory's layers/0, layers/1, ..."));
         }
+        if let Some(i) = &c.image {
+            i.validate("image")?;
+        }
+        if let Some(r) = &c.runtime {
+            r.validate("runtime")?;
+        }
         if let Some(m) = &c.mapped {
             let expected = crate::mapped::mapped_root().join(&c.id);
             if m.dir != expected {
                 return Err(Error::bad_field("mapped.dir", format!("{} is not {} (where checkpoint {}'s mapped files live)", m.dir.display(), expected.display(), c.id)));
             }
-            if let Some(bad) = m.files.iter().find(|f| f.path.parent() != Some(m.dir.as_path()) || !f.path.file_name().is_some_and(|n| n.to_str().is_some_and(|n| n.ends_with(".bin")))) {
-                return Err(Error::bad_field("mapped.files", format!("{} is not a .bin file directly in {}", bad.path.display(), m.dir.display())));
+            let files_dir = crate::mapped::layer_of(&m.dir).join(crate::mapped::inside_dir(&c.id).strip_prefix("/").expect("absolute"));
+            if let Some(bad) = m.files.iter().find(|f| f.path.parent() != Some(files_dir.as_path()) || !f.path.file_name().is_some_and(|n| n.to_str().is_some_and(|n| n.ends_with(".bin")))) {
+                return Err(Error::bad_field("mapped.files", format!("{} is not a .bin file directly in {}", bad.path.display(), files_dir.display())));
             }
         }
         Ok(c)
@@ -341,6 +369,28 @@ impl Session {
                 "state_dir",
                 format!("{} is not {} (the state directory of session {})", self.state_dir.display(), expected.display(), self.id),
             ));
+        }
+        if let Some(ov) = &self.overlay {
+            // Where drums-overlay mounts a session's root, always: any other path would point a tool's
+            // mount, copy or removal at something that is not this session's.
+            let rw = self.state_dir.join("rw");
+            for (field, got, want) in [("overlay.merged", &ov.merged, self.state_dir.join("root")), ("overlay.tmpfs", &ov.tmpfs, rw.clone()), ("overlay.upper", &ov.upper, rw.join("upper")), ("overlay.work", &ov.work, rw.join("work"))] {
+                if *got != want {
+                    return Err(Error::bad_field(field, format!("{} is not {} (where drums-overlay mounts session {}'s root)", got.display(), want.display(), self.id)));
+                }
+            }
+            if let Some(i) = &ov.image {
+                i.validate("overlay.image")?;
+            }
+            if let Some(r) = &ov.runtime {
+                r.validate("overlay.runtime")?;
+            }
+            if let Some(m) = &ov.mapped {
+                let id = m.parent().filter(|d| d.parent() == Some(crate::mapped::mapped_root().as_path())).and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned());
+                if m.file_name().is_none_or(|n| n != "layer") || id.is_none_or(|id| crate::state::check_checkpoint_id(&id).is_err()) {
+                    return Err(Error::bad_field("overlay.mapped", format!("{} is not the layer of a checkpoint's mapped files under {}", m.display(), crate::mapped::mapped_root().display())));
+                }
+            }
         }
         Ok(())
     }

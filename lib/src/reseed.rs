@@ -50,13 +50,6 @@ pub struct ReseedSection {
     pub at: f64,
 }
 
-fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    let got = unsafe { libc::getrandom(b.as_mut_ptr().cast(), bytes, 0) };
-    assert_eq!(got as usize, bytes);
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn set_hostname_in(init_pid: i32, name: &str) -> Result<()> {
     let p = format!("/proc/{init_pid}/ns/uts");
     let f = std::fs::File::open(&p).ctx("open UTS namespace", &p)?;
@@ -106,7 +99,7 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
     let t = Instant::now();
     let hostname = o.hostname.clone().unwrap_or_else(|| s.id.clone());
     set_hostname_in(ns.init_pid, &hostname)?;
-    let machine_id = random_hex(16);
+    let machine_id = crate::state::random_hex(16);
     let etc = format!("/proc/{}/root/etc", ns.init_pid);
     std::fs::write(format!("{etc}/hostname"), format!("{hostname}\n")).ctx("write", format!("{etc}/hostname"))?;
     std::fs::write(format!("{etc}/machine-id"), format!("{machine_id}\n")).ctx("write", format!("{etc}/machine-id"))?;

@@ -1,5 +1,6 @@
 //! Restoring isolated siblings from a checkpoint: per sibling a ledger, a fresh overlay (empty upper over
-//! the checkpoint layer and the template), a fresh network namespace with its own veth and address, its
+//! the checkpoint layer, the runtime layer and the root image the checkpoint names), a fresh network
+//! namespace with its own veth and address, its
 //! own cgroups when asked, then `criu restore`.
 
 use crate::error::{Error, IoContext, Result};
@@ -107,7 +108,15 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let t = Instant::now();
     let mut layers = vec![c.layer.clone()];
     layers.extend(c.layers.iter().cloned());
-    let overlay = crate::overlay::mount_root(ledger, &s.state_dir, &layers, o.tmpfs_bytes, &[], &c.write_open)?;
+    let (image, runtime) = lowers_of(c)?;
+    // Checked again under the use lock, which `drums-sweep --prune-root-images` takes exclusively.
+    let _use = crate::image::lock(false)?;
+    crate::image::check(image, "image")?;
+    crate::runtime::check(runtime, "runtime")?;
+    let mapped = c.mapped.as_ref().map(|m| crate::mapped::layer_of(&m.dir));
+    let lowers = crate::overlay::Lowers { layers: &layers, mapped: mapped.as_deref(), runtime, image };
+    let overlay = crate::overlay::mount_root(ledger, &s.state_dir, &lowers, o.tmpfs_bytes, &[], &c.write_open)?;
+    drop(_use);
     let merged = overlay.merged.clone();
     s.overlay = Some(overlay);
     let overlay_s = t.elapsed().as_secs_f64();
@@ -244,9 +253,22 @@ fn restored_root_task(criu: i32) -> Option<(i32, u64)> {
     children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()).find(|&c| pidns(c).is_some_and(|ns| ns != own)).and_then(|c| Some((c, crate::proc::start_time(c)?)))
 }
 
+/// The root image and runtime layer a checkpoint was taken on; a checkpoint of older tools, taken on the
+/// host's `/`, has neither and is refused.
+fn lowers_of(c: &Checkpoint) -> Result<(&crate::image::ImageRef, &crate::runtime::RuntimeRef)> {
+    match (&c.image, &c.runtime) {
+        (Some(i), Some(r)) => Ok((i, r)),
+        _ => Err(Error::bad_field("image", format!("checkpoint {}: taken on the host's / by an older drums-ckpt, which this drums-restore no longer restores: make the checkpoint again on a root image", c.id))),
+    }
+}
+
+/// Whether a checkpoint can be restored here; bad input (exit 3) when not, before anything is made.
 pub fn check_checkpoint(c: &Checkpoint) -> Result<()> {
     let inv = c.images.join("inventory.img");
     std::fs::metadata(&inv).ctx("checkpoint images", &inv)?;
+    let (image, runtime) = lowers_of(c)?;
+    crate::image::check(image, "image")?;
+    crate::runtime::check(runtime, "runtime")?;
     if !external_net(c) {
         return Err(Error::bad_input(format!(
             "checkpoint {}: made by an older drums-ckpt, its images hold the source's network namespace, which this drums-restore no longer restores: make the checkpoint again",

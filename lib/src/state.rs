@@ -87,6 +87,14 @@ pub fn new_id(prefix: char) -> String {
     format!("{prefix}-{:012x}", u64::from_le_bytes(buf) & 0xffff_ffff_ffff)
 }
 
+/// `bytes` bytes from the kernel's random source, in hex: fresh in every restored clone (no cached RNG).
+pub fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    let got = unsafe { libc::getrandom(b.as_mut_ptr().cast(), bytes, 0) };
+    assert_eq!(got as usize, bytes, "getrandom failed");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 pub fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }

@@ -28,6 +28,10 @@ struct Args {
     /// Also remove checkpoint images listed in the ledgers (kept by default).
     #[arg(long)]
     remove_images: bool,
+    /// Remove the root images and runtime layers nothing uses (no session, no checkpoint, no image
+    /// name), and nothing else; never part of the orphan sweep.
+    #[arg(long, conflicts_with_all = ["input", "sessions", "state_dirs", "orphans", "remove_images"])]
+    prune_root_images: bool,
     /// Grace period: leave alone sessions and unledgered objects younger than this (seconds).
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     older_than: u64,
@@ -42,6 +46,9 @@ struct Args {
 fn main() {
     drums::cli::run("drums-sweep", |a: Args| {
         drums::cli::require_root()?;
+        if a.prune_root_images {
+            return drums::cli::emit(&drums::image::prune(a.dry_run)?);
+        }
         let opts = DestroyOptions {
             remove_images: a.remove_images,
             dry_run: a.dry_run,

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Build a session root image: a complete, read-only Debian 12 tree made from Debian's packages by
+# mmdebstrap, with the desktop account, pyautogui and Drums' clone-hygiene hook in it, and nothing of the
+# host's accounts, keys or state. drums-overlay mounts it as the lowest layer of every session
+# (drums-overlay(1), "ROOT IMAGES").
+#
+#   pipelines/image.sh                                  the default image `desktop`
+#   pipelines/image.sh --name office --packages FILE    an image with FILE's packages too
+#
+# Idempotent: an image whose inputs (packages asked for, pip set, this script, the hook) are those of the
+# image the name points at is not built again; --rebuild builds anyway (newer package versions). An image
+# is never changed in place: a build makes a new directory <root>/<name>-<digest>/ and then moves the link
+# <root>/<name> to it; older images stay until `drums-sweep --prune-root-images` finds nothing that uses
+# them. Prints the image's record (one JSON line, docs/record.md "Root images") on stdout.
+#
+# Exit codes: 0 built or already there; 2 usage; 4 the machine lacks something (root, mmdebstrap,
+# drums-overlay, a Debian source); 5 the build failed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+root=${DRUMS_IMAGE_DIR:-/var/lib/drums/images}
+suite=bookworm
+name=desktop
+rebuild=0
+package_files=("$here/pipelines/images/desktop.packages")
+pip_file="$here/pipelines/images/desktop.pip"
+hook="$here/lib/src/guest/sitecustomize.py"
+user=user
+password=password
+uid=1000
+
+usage() {
+  cat <<EOF
+usage: pipelines/image.sh [--name NAME] [--packages FILE]... [--rebuild]
+
+Build (or find) the session root image NAME (default: desktop) under \$DRUMS_IMAGE_DIR
+(default: /var/lib/drums/images) and print its record as one JSON line.
+
+  --name NAME       the image's name: [a-z0-9][a-z0-9-]* (at most 32)
+  --packages FILE   Debian packages to install besides pipelines/images/desktop.packages, one per
+                    line, # comments; may be repeated
+  --rebuild         build a new image even when one with the same inputs exists
+  -h, --help        this text
+
+Exit codes: 0 done; 2 usage; 4 the machine lacks something; 5 the build failed.
+EOF
+}
+log() { printf 'image: %s\n' "$*" >&2; }
+die() { local code=$1; shift; log "$*"; exit "$code"; }
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --name) [ $# -ge 2 ] || { usage >&2; exit 2; }; name=$2; shift 2 ;;
+    --packages) [ $# -ge 2 ] || { usage >&2; exit 2; }; [ -f "$2" ] || die 2 "--packages: $2 is not a file"; package_files+=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
+    --rebuild) rebuild=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; exit 2 ;;
+  esac
+done
+[[ $name =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]] || die 2 "--name: \`$name\` is not [a-z0-9][a-z0-9-]* of at most 32"
+[ "$(id -u)" = 0 ] || die 4 "run as root"
+command -v mmdebstrap >/dev/null || die 4 "mmdebstrap is missing (pipelines/setup.sh installs it)"
+overlay_tool=$(command -v drums-overlay || true)
+[ -n "$overlay_tool" ] || overlay_tool="$here/target/release/drums-overlay"
+[ -x "$overlay_tool" ] || die 4 "drums-overlay is not built (pipelines/setup.sh builds it)"
+host_python=/usr/bin/python3
+"$host_python" -m pip --version >/dev/null 2>&1 || die 4 "$host_python has no pip (pipelines/setup.sh installs python3-pip)"
+
+# The packages: every line of every list, comments and blanks dropped, each name checked, sorted once.
+packages=$(sed -e 's/#.*//' -e 's/[[:space:]]//g' "${package_files[@]}" | grep -v '^$' | sort -u)
+bad=$(grep -Ev '^[a-z0-9][a-z0-9+.-]+$' <<<"$packages" || true)
+[ -z "$bad" ] || die 2 "not Debian package names: $(tr '\n' ' ' <<<"$bad")"
+requirements=$(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$pip_file" | grep -v '^$')
+# What the image is made from. Same inputs, same image (until --rebuild): package versions are what the
+# archive has at build time, so the content digest, not the inputs, names an image.
+inputs=$({ echo "drums-image 1 $suite"; echo "$packages"; echo "$requirements"; sha256sum "$0" "$hook" | cut -d' ' -f1; } | sha256sum | cut -d' ' -f1)
+
+mkdir -p "$root"
+chmod 755 "$root"
+# The images' use lock, shared (drums-overlay(1)): `drums-sweep --prune-root-images` takes it exclusively,
+# so it never removes this build's directory while it is being made.
+exec 9>"$root/.lock"
+flock -s 9
+current="$root/$name"
+if [ "$rebuild" = 0 ] && [ -f "$current/image.json" ] && [ "$(jq -r .inputs "$current/image.json")" = "$inputs" ]; then
+  log "up to date: $(readlink -f "$current")"
+  jq -c . "$current/image.json"
+  exit 0
+fi
+
+# The Debian archive as this machine's apt is configured to reach it: the stanzas (deb822) and lines
+# (one-line format) of the suite and its updates and security suites. Written into the image as its
+# sources.list; nothing else of the host's apt configuration goes in.
+sources=$(mktemp)
+build=$(mktemp -d "$root/.build-$name-XXXXXX")
+chmod 755 "$build"
+trap 'rm -f "$sources"; rm -rf "$build"' EXIT
+for f in /etc/apt/sources.list.d/*.sources; do
+  [ -f "$f" ] || continue
+  awk -v suite="$suite" 'BEGIN { RS = ""; ORS = "\n\n" } $0 ~ ("Suites:[^\n]*" suite) && $0 ~ /Types:[^\n]*deb/' "$f" >> "$sources"
+done
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+  [ -f "$f" ] || continue
+  awk -v suite="$suite" '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ "://") { if ($(i+1) ~ ("^" suite)) print; break } }' "$f" >> "$sources"
+done
+[ -s "$sources" ] || die 4 "no Debian $suite source in this machine's apt configuration"
+
+t0=$(date +%s.%N)
+log "mmdebstrap $suite: $(wc -l <<<"$packages") packages and their dependencies"
+# Without recommendations, documentation, manual pages or translations: a session needs none of them.
+if ! mmdebstrap --mode=root --variant=apt --format=directory --quiet \
+    --aptopt='APT::Install-Recommends "false"' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --include="$(paste -sd, <<<"$packages")" \
+    "$suite" "$build/root" "$sources" >&2; then
+  die 5 "mmdebstrap failed"
+fi
+img="$build/root"
+
+# Nothing of the host's: mmdebstrap copies the host's hostname and resolver into the tree. Sessions get
+# their hostname and machine id from drums-ns (cold) and drums-reseed (restored siblings); they have no
+# name service.
+printf 'drums\n' > "$img/etc/hostname"
+: > "$img/etc/resolv.conf"
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' > "$img/etc/hosts"
+: > "$img/etc/machine-id"
+rm -f "$img/var/lib/dbus/machine-id"
+rm -rf "$img/var/log/"* "$img/var/cache/debconf/"*-old "$img/var/lib/apt/lists/"* "$img/tmp/"* "$img/root/.bash_history"
+# Device nodes: a session's /dev is its own (drums-ns makes six nodes there); an image holds none.
+find "$img/dev" -mindepth 1 -delete
+
+# The desktop account of OSWorld's image: `user`/`password`, uid and gid 1000, home /home/user with
+# ~/Desktop, in sudo. The image's own account files (mmdebstrap's fresh ones) gain one line each.
+grep -q "^$user:" "$img/etc/passwd" && die 5 "the image already has a user $user"
+hash=$(openssl passwd -6 -salt drumsdesktop "$password")
+echo "$user:x:$uid:$uid:Desktop user:/home/$user:/bin/bash" >> "$img/etc/passwd"
+echo "$user:$hash:19000:0:99999:7:::" >> "$img/etc/shadow"
+echo "$user:x:$uid:" >> "$img/etc/group"
+echo "$user:!::" >> "$img/etc/gshadow"
+sed -i -E "s/^(sudo:x:[0-9]+:)$/\\1$user/; s/^(sudo:x:[0-9]+:.+)$/\\1,$user/" "$img/etc/group"
+sed -i -E "s/^(sudo:[^:]*:[^:]*:)$/\\1$user/; s/^(sudo:[^:]*:[^:]*:.+)$/\\1,$user/" "$img/etc/gshadow"
+grep -q "^sudo:.*[:,]$user\(,\|$\)" "$img/etc/group" || die 5 "could not add $user to the sudo group"
+echo "$user ALL=(ALL:ALL) ALL" > "$img/etc/sudoers.d/drums-desktop-user"
+chmod 440 "$img/etc/sudoers.d/drums-desktop-user"
+mkdir -p "$img/home/$user/Desktop"
+cp -rT "$img/etc/skel" "$img/home/$user"
+chown -R "$uid:$uid" "$img/home/$user"
+chmod 755 "$img/home/$user"
+
+# The names OSWorld's tasks use: `python` for python3, `google-chrome` for the browser.
+ln -sfn python3 "$img/usr/bin/python"
+ln -sfn chromium "$img/usr/bin/google-chrome"
+
+# pyautogui and its pure-Python dependencies for the image's python3, in /usr/local (ahead of Debian's
+# packages on its path, and no pip file among a Debian package's files).
+ver=$(chroot "$img" /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+log "pip (python $ver): $(tr '\n' ' ' <<<"$requirements")"
+# shellcheck disable=SC2086
+"$host_python" -m pip install --quiet --disable-pip-version-check --no-cache-dir --no-warn-script-location \
+  --no-deps --no-compile --root-user-action=ignore --target "$img/usr/local/lib/python$ver/dist-packages" $requirements >&2 || die 5 "pip failed"
+chmod -R a+rX "$img/usr/local"
+
+# The clone-hygiene hook: sitecustomize for the image's python3 (SIGUSR1 reseeds random and numpy in
+# restored siblings; drums-guest(1), "CLONE HYGIENE"). On Debian the file is a link into /etc.
+hook_target=/usr/lib/python$ver/sitecustomize.py
+[ -L "$img$hook_target" ] && hook_target=$(readlink -f "$img$hook_target") && hook_target=${hook_target#"$img"}
+{
+  cat "$hook"
+  if [ -f "$img$hook_target" ]; then
+    printf '\n# Debian'"'"'s own %s follows.\n' "$hook_target"
+    cat "$img$hook_target"
+  fi
+} > "$build/sitecustomize.py"
+install -m 644 "$build/sitecustomize.py" "$img$hook_target"
+rm "$build/sitecustomize.py"
+chroot "$img" /usr/bin/python3 -c 'import pymsgbox, pytweening, pyscreeze, pyrect, PIL, Xlib, pyatspi, sitecustomize' \
+  || die 5 "the image's python3 does not import pyautogui's modules or the hook"
+
+# The record: the packages installed (name, version), the content digest of the tree, its size.
+dpkg-query --admindir="$img/var/lib/dpkg" -W -f '${Package}\t${Version}\n' | sort > "$build/packages.tsv"
+log "digest of $(du -sh "$img" | cut -f1)"
+digest_json=$("$overlay_tool" image digest "$img") || die 5 "drums-overlay image digest failed"
+digest=$(jq -r .digest <<<"$digest_json")
+short=${digest#sha256:}; short=${short:0:12}
+final="$root/$name-$short"
+t1=$(date +%s.%N)
+jq -n -c --arg name "$name" --arg dir "$final" --arg inputs "$inputs" --arg suite "$suite" \
+  --argjson d "$digest_json" --argjson build_s "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" \
+  --arg asked "$packages" --rawfile installed "$build/packages.tsv" --arg pip "$requirements" \
+  '{drums: 1, type: "image", name: $name, dir: $dir, root: ($dir + "/root"), digest: $d.digest,
+    files: $d.files, bytes: $d.bytes, suite: $suite, inputs: $inputs,
+    packages_asked: ($asked | split("\n")), pip: ($pip | split("\n")),
+    packages: ($installed | split("\n") | map(select(. != "") | split("\t") | {name: .[0], version: .[1]})),
+    built_at: now, build_s: $build_s}' > "$build/image.json"
+
+if [ -e "$final" ]; then
+  # The same tree, byte for byte: the image exists already; this build is dropped.
+  log "identical to $final"
+else
+  mv "$build" "$final"
+  mkdir "$build"
+fi
+# The name moves to the new image in one rename; sessions made before keep the image they named.
+ln -sfn "$(basename "$final")" "$root/.$name.link"
+mv -T "$root/.$name.link" "$current"
+log "image $name: $final ($(jq -r '.bytes / 1048576 | floor' "$final/image.json") MiB, $(jq -r .files "$final/image.json") files, built in $(jq -r '.build_s | floor' "$final/image.json") s)"
+jq -c . "$final/image.json"

@@ -1,0 +1,279 @@
+//! Sessions run on their own root image, never on the host's `/`, tried from inside a cold session and a
+//! restored sibling: files only the host has are not there, the accounts and the binaries are the image's,
+//! an upgrade of the host's files changes nothing under a checkpoint; a checkpoint whose image changed or
+//! went is refused and makes nothing; unused images are pruned, used ones kept.
+
+use drums_tests::hygiene::*;
+use drums_tests::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn default_image() -> Value {
+    let p = drums::image::images_root().join(drums::image::DEFAULT_IMAGE).join("image.json");
+    let t = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}: run pipelines/setup.sh (it builds the default root image)", p.display()));
+    serde_json::from_str(&t).unwrap()
+}
+
+/// Files the test writes where only the host has them; removed when dropped.
+struct HostMarkers(Vec<PathBuf>);
+impl HostMarkers {
+    fn write() -> HostMarkers {
+        let mut v = vec![];
+        for dir in ["/root", "/home", "/etc", "/var/lib", "/opt"] {
+            std::fs::create_dir_all(dir).unwrap();
+            let p = Path::new(dir).join(format!("drums-host-only-{}", std::process::id()));
+            std::fs::write(&p, "a file only the host has\n").unwrap();
+            v.push(p);
+        }
+        HostMarkers(v)
+    }
+}
+impl Drop for HostMarkers {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A file of the host's /usr replaced by a different version (its bytes and a marker: the program still
+/// runs), put back when dropped.
+struct HostUpgrade {
+    path: PathBuf,
+    saved: PathBuf,
+}
+impl HostUpgrade {
+    fn of(path: &str) -> HostUpgrade {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "{} is not on the host (pipelines/setup.sh installs it)", path.display());
+        let saved = path.with_extension("drums-test-saved");
+        std::fs::rename(&path, &saved).unwrap();
+        let mut bytes = std::fs::read(&saved).unwrap();
+        bytes.extend_from_slice(b"drums-test: the host's upgraded version");
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        HostUpgrade { path, saved }
+    }
+}
+impl Drop for HostUpgrade {
+    fn drop(&mut self) {
+        let _ = std::fs::rename(&self.saved, &self.path);
+    }
+}
+
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = drums::ckpt::remove_checkpoint_dir(&self.0);
+    }
+}
+
+fn cold(guard: &mut Sessions, overlay_args: &str) -> Value {
+    let o = Command::new(repo_root().join("pipelines/cold.sh"))
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .env("DRUMS_OVERLAY_ARGS", overlay_args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
+    guard.add(&text(&o.stdout));
+    serde_json::from_str(text(&o.stdout).trim()).unwrap()
+}
+
+fn restore_ready(ckpt: &str, guard: &mut Sessions) -> Value {
+    let out = run_ok("drums-restore", &[], ckpt);
+    guard.add(&out);
+    let out = run_ok("drums-reseed", &[], &out);
+    guard.add(&out);
+    serde_json::from_str(run_ok("drums-ready", &[], &out).trim()).unwrap()
+}
+
+fn host_pid(s: &Value, role: &str) -> i64 {
+    s["desktop"]["processes"].as_array().unwrap().iter().find(|p| p["role"] == role).and_then(|p| p["host_pid"].as_i64()).unwrap_or_else(|| panic!("no {role} in {}", s["desktop"]))
+}
+
+/// What a session sees is its image's, whatever the host has.
+fn assert_on_image(s: &Value, image_root: &Path, markers: &HostMarkers, what: &str) {
+    let probe = markers.0.iter().map(|p| format!("[ -e {0} ] && echo {0};", p.display())).collect::<String>();
+    assert_eq!(inside(s, &format!("{probe} true")), "", "{what}: files only the host has are visible");
+    let shadow = inside(s, "cat /etc/shadow");
+    let image_shadow = std::fs::read_to_string(image_root.join("etc/shadow")).unwrap();
+    assert_eq!(shadow, image_shadow.trim(), "{what}: /etc/shadow is not the image's");
+    for l in std::fs::read_to_string("/etc/shadow").unwrap().lines() {
+        if !image_shadow.lines().any(|i| i == l) {
+            assert!(!shadow.lines().any(|x| x == l), "{what}: the host's shadow entry {} is in the session", l.split(':').next().unwrap());
+        }
+    }
+    // Nothing the host has in /home and /root and the image has not. Dot files are left out: the desktop's
+    // own processes make caches of the same names (~/.cache); the markers above stand for them.
+    for dir in ["/home", "/root"] {
+        let list = |root: &Path| -> Vec<String> { std::fs::read_dir(root.join(dir.trim_start_matches('/'))).into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect() };
+        let (host, image) = (list(Path::new("/")), list(image_root));
+        let seen = inside(s, &format!("ls -A {dir}"));
+        for name in host.iter().filter(|n| !image.contains(n) && !n.starts_with('.')) {
+            assert!(!seen.lines().any(|l| l == name), "{what}: the host's {dir}/{name} is in the session");
+        }
+    }
+    assert_eq!(inside(s, "cat /etc/os-release"), std::fs::read_to_string(image_root.join("etc/os-release")).unwrap().trim(), "{what}: os-release");
+    // The programs the desktop runs are the image's files: their bytes, as the kernel maps them.
+    for (role, bin) in [("xvfb", "usr/bin/Xvfb"), ("openbox", "usr/bin/openbox")] {
+        let running = std::fs::read(format!("/proc/{}/exe", host_pid(s, role))).unwrap();
+        assert!(running == std::fs::read(image_root.join(bin)).unwrap(), "{what}: the running {role} is not the image's /{bin}");
+    }
+}
+
+#[test]
+fn a_cold_session_and_a_restored_sibling_see_their_image_not_the_host() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let image = default_image();
+    let image_root = PathBuf::from(image["root"].as_str().unwrap());
+    let markers = HostMarkers::write();
+    let mut guard = Sessions::default();
+
+    let src = cold(&mut guard, "");
+    assert_eq!(src["overlay"]["image"], json!({"name": image["name"], "dir": image["dir"], "root": image["root"], "digest": image["digest"]}), "the record names the image");
+    assert_eq!(src["desktop"]["manifest"]["image"]["digest"], image["digest"]);
+    let chromium = image["packages"].as_array().unwrap().iter().find(|p| p["name"] == "chromium").unwrap()["version"].clone();
+    assert_eq!(src["desktop"]["manifest"]["chromium"], chromium, "the manifest describes the image");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let options = mounts.lines().find(|l| l.split(' ').nth(4) == src["overlay"]["merged"].as_str()).expect("the session's overlay is mounted");
+    let lowers = options.split("lowerdir=").nth(1).unwrap().split(',').next().unwrap();
+    assert!(lowers.ends_with(image["root"].as_str().unwrap()), "the image is the lowest layer: {lowers}");
+    assert!(!lowers.split(':').any(|l| l == "/"), "the host's / is a layer: {lowers}");
+    assert_on_image(&src, &image_root, &markers, "cold session");
+
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &serde_json::to_string(&src).unwrap());
+    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
+    let _ckpt_dir = RemoveOnDrop(c["dir"].as_str().unwrap().into());
+    assert_eq!(c["image"], src["overlay"]["image"], "the checkpoint names its image");
+
+    // The host upgrades a program the image has too; the checkpoint restores onto the image's version.
+    let upgrade = HostUpgrade::of("/usr/bin/Xvfb");
+    let sib = restore_ready(&ckpt, &mut guard);
+    assert_eq!(sib["ready"]["ready"], true, "{}", sib["ready"]);
+    assert_on_image(&sib, &image_root, &markers, "restored sibling");
+    let running = std::fs::read(format!("/proc/{}/exe", host_pid(&sib, "xvfb"))).unwrap();
+    assert!(running != std::fs::read(&upgrade.path).unwrap(), "the sibling runs the host's upgraded Xvfb");
+    drop(upgrade);
+    drop(guard);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left after destroy: {left:?}");
+}
+
+/// A second image with the default one's tree (hard links: no copy of its bytes), removed when dropped.
+struct TestImage {
+    dir: PathBuf,
+}
+impl TestImage {
+    fn new() -> TestImage {
+        let base = default_image();
+        let short = &base["digest"].as_str().unwrap()[7..19];
+        let dir = drums::image::images_root().join(format!("drumstest-{short}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let o = Command::new("cp").arg("-al").arg(base["root"].as_str().unwrap()).arg(dir.join("root")).output().unwrap();
+        assert!(o.status.success(), "cp -al: {}", text(&o.stderr));
+        let mut rec = base.clone();
+        rec["name"] = json!("drumstest");
+        rec["dir"] = json!(dir);
+        rec["root"] = json!(dir.join("root"));
+        std::fs::write(dir.join("image.json"), rec.to_string()).unwrap();
+        TestImage { dir }
+    }
+    fn record(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(self.dir.join("image.json")).unwrap()).unwrap()
+    }
+}
+impl Drop for TestImage {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn state_dirs() -> Vec<PathBuf> {
+    std::fs::read_dir(drums::state::sessions_root()).into_iter().flatten().flatten().map(|e| e.path()).collect()
+}
+
+/// A refused restore: exit 3, a message that says why, and no session made.
+fn assert_refused(ckpt: &str, why: &str) {
+    let before = inventory();
+    let dirs = state_dirs();
+    let o = run("drums-restore", &[], ckpt);
+    assert_eq!(o.status.code(), Some(3), "{why}: {}", text(&o.stderr));
+    assert!(text(&o.stderr).contains(why), "the error says `{why}`: {}", text(&o.stderr));
+    assert!(o.stdout.is_empty());
+    assert_eq!(state_dirs(), dirs, "a refused restore makes no state directory");
+    assert!(inventory().new_since(&before).is_empty(), "a refused restore makes nothing");
+}
+
+#[test]
+fn a_checkpoint_whose_image_changed_or_went_is_refused_and_unused_images_are_pruned() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let img = TestImage::new();
+    let rec = img.record();
+    let o = run("drums-overlay", &["image", "verify", img.dir.to_str().unwrap()], "");
+    assert!(o.status.success(), "verify: {}{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(serde_json::from_str::<Value>(&text(&o.stdout)).unwrap()["equal"], true);
+
+    let mut guard = Sessions::default();
+    let src = cold(&mut guard, &format!("--image {}", img.dir.display()));
+    assert_eq!(src["overlay"]["image"]["name"], "drumstest");
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &serde_json::to_string(&src).unwrap());
+    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
+    let ckpt_dir = RemoveOnDrop(c["dir"].as_str().unwrap().into());
+
+    // While the checkpoint names it, the image is kept by a prune.
+    let o = run("drums-sweep", &["--prune-root-images", "--dry-run"], "");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let plan: Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let kept = plan["kept"].as_array().unwrap().iter().find(|k| k["dir"] == json!(img.dir)).unwrap_or_else(|| panic!("the used test image is not kept: {plan}"));
+    assert!(kept["used_by"].to_string().contains(c["id"].as_str().unwrap()), "{kept}");
+
+    // The image's digest is no longer the one the checkpoint names (same directory name, the rest differs).
+    let mut changed = rec.clone();
+    let d = rec["digest"].as_str().unwrap();
+    changed["digest"] = json!(format!("{}{}", &d[..d.len() - 1], if d.ends_with('0') { '1' } else { '0' }));
+    std::fs::write(img.dir.join("image.json"), changed.to_string()).unwrap();
+    assert_refused(&ckpt, "has digest");
+    std::fs::write(img.dir.join("image.json"), rec.to_string()).unwrap();
+    // The image is gone.
+    let away = img.dir.with_file_name("drumstest-away");
+    std::fs::rename(&img.dir, &away).unwrap();
+    assert_refused(&ckpt, "not usable");
+    std::fs::rename(&away, &img.dir).unwrap();
+    // Hostile records: the host's / as the image, a path with .., a directory the digest does not name.
+    for (field, value) in [("dir", json!("/")), ("root", json!("/")), ("dir", json!(format!("{}/../desktop", img.dir.display())))] {
+        let mut bad = c.clone();
+        bad["image"][field] = value;
+        assert_refused(&bad.to_string(), &format!("image.{field}"));
+    }
+    // With the image as it was, the same checkpoint restores.
+    let sib = restore_ready(&ckpt, &mut guard);
+    assert_eq!(sib["ready"]["ready"], true, "{}", sib["ready"]);
+    drop(guard);
+
+    // A file of the tree changed in place: verify says so (exit 1).
+    let issue = img.dir.join("root/etc/issue");
+    std::fs::remove_file(&issue).unwrap();
+    std::fs::write(&issue, "changed in place\n").unwrap();
+    let o = run("drums-overlay", &["image", "verify", img.dir.to_str().unwrap()], "");
+    assert_eq!(o.status.code(), Some(1), "{}{}", text(&o.stdout), text(&o.stderr));
+
+    // Unused, the test image is removed by a prune; the default image is the current one of its name.
+    drop(ckpt_dir);
+    let o = run("drums-sweep", &["--prune-root-images"], "");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let done: Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert!(done["removed"].as_array().unwrap().contains(&json!(img.dir)), "{done}");
+    assert!(!img.dir.exists());
+    let default_dir = default_image()["dir"].clone();
+    assert!(done["kept"].as_array().unwrap().iter().any(|k| k["dir"] == default_dir), "{done}");
+    assert!(Path::new(default_dir.as_str().unwrap()).join("root/usr/bin/Xvfb").is_file());
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left after destroy: {left:?}");
+}
