@@ -177,6 +177,11 @@ rm "$build/sitecustomize.py"
 chroot "$img" /usr/bin/python3 -c 'import pymsgbox, pytweening, pyscreeze, pyrect, PIL, Xlib, pyatspi, sitecustomize' \
   || die 5 "the image's python3 does not import pyautogui's modules or the hook"
 
+# Font caches for every font directory as the tree is now: a directory changed after the package
+# triggers ran would otherwise make fontconfig rescan it in every session start (into the session's upper).
+chroot "$img" /usr/bin/fc-cache -s -f >&2 || die 5 "fc-cache failed"
+rm -rf "$img/root/.cache"
+
 # The record: the packages installed (name, version), the content digest of the tree, its size.
 dpkg-query --admindir="$img/var/lib/dpkg" -W -f '${Package}\t${Version}\n' | sort > "$build/packages.tsv"
 log "digest of $(du -sh "$img" | cut -f1)"

@@ -264,8 +264,19 @@ fn a_checkpoint_whose_image_changed_or_went_is_refused_and_unused_images_are_pru
     let o = run("drums-overlay", &["image", "verify", img.dir.to_str().unwrap()], "");
     assert_eq!(o.status.code(), Some(1), "{}{}", text(&o.stdout), text(&o.stderr));
 
-    // Unused, the test image is removed by a prune; the default image is the current one of its name.
+    // Unused, the test image is removed by a prune; the default image is the current one of its name. But
+    // never while something is mounted inside it (a hand-made chroot's /proc): a prune does not remove
+    // through a mount.
     drop(ckpt_dir);
+    let inner = img.dir.join("root/proc");
+    let st = Command::new("mount").args(["-t", "tmpfs", "drums-test", inner.to_str().unwrap()]).status().unwrap();
+    assert!(st.success());
+    std::fs::write(inner.join("keep"), "a file of another file system").unwrap();
+    let o = run("drums-sweep", &["--prune-root-images"], "");
+    let _ = Command::new("umount").arg(&inner).status();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let kept: Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert!(kept["kept"].as_array().unwrap().iter().any(|k| k["dir"] == json!(img.dir) && k["used_by"].to_string().contains("below it")), "{kept}");
     let o = run("drums-sweep", &["--prune-root-images"], "");
     assert!(o.status.success(), "{}", text(&o.stderr));
     let done: Value = serde_json::from_str(&text(&o.stdout)).unwrap();

@@ -11,7 +11,7 @@
 //! `sweep` (the cron mode of drums-sweep) decides which sessions are orphans and which unledgered objects
 //! carry Drums' names; it calls `destroy` for the former.
 
-mod fsops;
+pub mod fsops;
 mod links;
 pub mod sweep;
 

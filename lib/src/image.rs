@@ -520,10 +520,15 @@ pub fn prune(dry_run: bool) -> Result<PruneReport> {
             }
         }
     }
-    for (dir, why) in candidates {
+    let roots = [images_root(), crate::runtime::runtime_root()];
+    for (dir, mut why) in candidates {
+        // Something mounted inside (a hand-made chroot's /proc) would be removed through: never.
+        if let Some(m) = crate::destroy::fsops::mounts_below(&dir).ctx("read mounts", "/proc/self/mountinfo")?.first() {
+            why.push(format!("mount {} below it", m.mount_point.display()));
+        }
         if why.is_empty() {
             if !dry_run {
-                std::fs::remove_dir_all(&dir).ctx("remove", &dir)?;
+                crate::destroy::fsops::remove_tree_in(&dir, &roots).map_err(Error::failed)?;
             }
             report.removed.push(dir);
         } else {

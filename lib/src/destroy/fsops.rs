@@ -34,15 +34,19 @@ pub fn lexically_below(path: &Path, root: &Path) -> bool {
 /// `path` lies strictly below one of Drums' roots, also after resolving symbolic links in its parent:
 /// the only places a ledgered directory, slot file or image may be removed from.
 pub fn confined(path: &Path) -> Result<(), String> {
-    let roots = [crate::state::state_root(), crate::state::checkpoint_root(), crate::mapped::mapped_root()];
+    confined_to(path, &session_roots())
+}
+
+/// The roots a session's and a checkpoint's files live under: state, checkpoints, mapped files.
+fn session_roots() -> [PathBuf; 3] {
+    [crate::state::state_root(), crate::state::checkpoint_root(), crate::mapped::mapped_root()]
+}
+
+/// `path` lies strictly below one of `roots`, also after resolving symbolic links in its parent.
+pub fn confined_to(path: &Path, roots: &[PathBuf]) -> Result<(), String> {
     let Some(root) = roots.iter().find(|r| lexically_below(path, r) && path != r.as_path()) else {
-        return Err(format!(
-            "{} is outside the state root {}, the checkpoint root {} and the mapped-files root {}: refused",
-            path.display(),
-            roots[0].display(),
-            roots[1].display(),
-            roots[2].display()
-        ));
+        let names: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+        return Err(format!("{} is outside {}: refused", path.display(), names.join(", ")));
     };
     // A symbolic link among the parents could lead anywhere; the real parent must still be below the root.
     if let (Some(parent), Ok(real_root)) = (path.parent(), std::fs::canonicalize(root)) {
@@ -114,7 +118,12 @@ fn unmount_one(mp: &Path, busy_wait: Duration) -> io::Result<Unmounted> {
 /// removal through a mount would delete what the mount shows, possibly the host's files). Ok(false): it
 /// did not exist.
 pub fn remove_tree(path: &Path) -> Result<bool, String> {
-    confined(path)?;
+    remove_tree_in(path, &session_roots())
+}
+
+/// `remove_tree` below other roots (a prune's: images and runtime layers).
+pub fn remove_tree_in(path: &Path, roots: &[PathBuf]) -> Result<bool, String> {
+    confined_to(path, roots)?;
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
