@@ -148,6 +148,15 @@ cp -rT "$img/etc/skel" "$img/home/$user"
 chown -R "$uid:$uid" "$img/home/$user"
 chmod 755 "$img/home/$user"
 
+# Chromium started by anything in a session (xdg-open, a task's `google-chrome`, the agent) gets what the
+# one drums-desktop starts has: no sandbox of its own (it needs user namespaces, which the session's
+# seccomp filter refuses: the session is the sandbox, drums(7) SECURITY), and nothing that calls out to a
+# network sessions do not have. Debian's chromium wrapper reads /etc/chromium.d.
+cat > "$img/etc/chromium.d/drums" <<'FLAGS'
+# Drums sessions (pipelines/image.sh): the session is Chromium's sandbox; sessions have no network.
+export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox --test-type --disable-background-networking --disable-component-update --disable-sync --disable-quic --no-first-run --no-default-browser-check --password-store=basic"
+FLAGS
+
 # The names OSWorld's tasks use: `python` for python3, `google-chrome` for the browser.
 ln -sfn python3 "$img/usr/bin/python"
 ln -sfn chromium "$img/usr/bin/google-chrome"

@@ -343,6 +343,36 @@ fn restored_siblings_pass_2a_and_the_literal_verdict_reports_what_they_share() {
         assert_eq!(check(name)["pass"], true, "{}", check(name));
     }
 
+    // Each sibling's boundary is reported, and is its checkpoint's source's: CRIU restored the
+    // capabilities and filters of every task.
+    for s in &sib {
+        let rec: Value = serde_json::from_str(s).unwrap();
+        let b = &r["boundary"][id_of(&rec)];
+        assert_eq!((b["confined"].as_bool(), b["checkpoint"].as_str()), (Some(true), ckpt["id"].as_str()), "{b}");
+        assert!(b["compared"].as_u64().unwrap() >= 5, "the restored processes are compared with the source's: {b}");
+        assert_eq!(b["differences"], serde_json::json!([]), "{b}");
+        for p in b["processes"].as_array().unwrap() {
+            assert_eq!((p["seccomp"].as_u64(), p["cap_bnd"].as_str()), (Some(2), Some(format!("{:016x}", drums::boundary::kept_mask()).as_str())), "{p}");
+        }
+    }
+    // A process that entered a sibling without the boundary (the host's nsenter, full capabilities, no
+    // filter) fails the audit under both rules, named.
+    let rec0: Value = serde_json::from_str(sib[0]).unwrap();
+    let mut intruder = Command::new("nsenter")
+        .args(["-t", &init_of(&rec0).to_string(), "-m", "-u", "-i", "-n", "-p", "--", "sleep", "30"])
+        .spawn()
+        .expect("nsenter (util-linux)");
+    wait_until("the unconfined process in the sibling", || drums::proc::pids_in_pidns(pidns_of(&rec0)).iter().any(|&p| drums::proc::comm(p) == "sleep"));
+    let (code, r) = audit(&sib, &["--rule", "revision-2a", "--control", &control]);
+    let _ = kill_where(&rec0, |p| drums::proc::comm(p) == "sleep");
+    let _ = intruder.kill();
+    let _ = intruder.wait();
+    assert_eq!(code, 1, "an unconfined process fails the audit: {}", r["verdicts"]);
+    assert_eq!(r["boundary"][id_of(&rec0)]["confined"], false);
+    for v in ["literal", "revision_2a"] {
+        assert!(r["verdicts"][v]["reasons"].to_string().contains("not confined"), "{}", r["verdicts"][v]);
+    }
+
     let recs = guard.0.clone();
     drop(guard);
     let _ = drums::ckpt::remove_checkpoint_dir(std::path::Path::new(ckpt["dir"].as_str().unwrap()));

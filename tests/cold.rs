@@ -235,12 +235,25 @@ fn a_process_that_does_not_start_is_named_and_its_session_destroyed() {
     assert!(o.stdout.is_empty(), "no process record for a command that never ran: {}", text(&o.stdout));
     assert!(last_error(&o)["message"].as_str().unwrap().contains("/no/such/program"), "{}", text(&o.stderr));
 
+    // An account the session does not have is refused before anything starts.
     let o = run("drums-desktop", &["start", "--no-chromium", "--guest-user", "drums-no-such-user"], &rec);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(last_error(&o)["message"].as_str().unwrap().contains("drums-no-such-user"), "{}", text(&o.stderr));
+    // The guest's port taken by something else in the session: the guest exits at once, named.
+    let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", &id, "--", "python3", "-m", "http.server", "--bind", "0.0.0.0", "5000"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let listening = || Command::new(tool("drums-ns")).args(["exec", "--session", &id, "--", "python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 5000), 1)"]).stderr(std::process::Stdio::null()).status().unwrap().success();
+    let t0 = std::time::Instant::now();
+    while !listening() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the port-taker did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = run("drums-desktop", &["start", "--no-chromium"], &rec);
     assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
     assert!(o.stdout.is_empty(), "no record when the guest died: {}", text(&o.stdout));
     let e = last_error(&o);
     assert_eq!((e["kind"].as_str(), e["process"].as_str(), e["log"].as_str()), (Some("failed"), Some("guest"), Some("/tmp/drums/guest.log")), "{e}");
-    assert!(e["message"].as_str().unwrap().contains("drums-no-such-user"), "the message quotes the guest's log: {e}");
+    assert!(e["message"].as_str().unwrap().contains("in use"), "the message quotes the guest's log: {e}");
     let state_dir = drums::state::session_dir(&id).display().to_string();
     drop(guard);
     assert_gone(&state_dir, &[], &[], None, &id);

@@ -141,6 +141,10 @@ pub struct Report {
     /// With a control: objects the control pair shares that the audited sessions do not.
     pub control_only: Option<Vec<ObjRef>>,
     pub verdicts: Verdicts,
+    /// Per audited session: the boundary of each process (capabilities, seccomp, user namespace),
+    /// whether all are confined, and (restored siblings) whether each is its checkpoint's source's. A
+    /// session that differs fails both rules.
+    pub boundary: BTreeMap<String, crate::boundary::Comparison>,
     /// The exit status: 0 the rule passes, 1 it fails, 6 the audit is incomplete.
     pub exit: i32,
 }
@@ -428,7 +432,23 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
             cold: c1.section("restore").is_none() && c2.section("restore").is_none(),
             pair,
         });
-        let verdicts = verdicts(&pairs, control_report.as_ref(), complete);
+        let mut verdicts = verdicts(&pairs, control_report.as_ref(), complete);
+        let mut boundary = BTreeMap::new();
+        for s in sessions {
+            let checkpoint = match s.section("restore").and_then(|r| r["checkpoint"].as_str()) {
+                Some(id) => Some(crate::ckpt::load(id)?),
+                None => None,
+            };
+            let procs = crate::boundary::of_pidns(s.ns()?.inodes.pid);
+            let cmp = crate::boundary::compare(procs, checkpoint.as_ref().map(|c| (c.id.as_str(), c.boundary.as_slice())));
+            for v in [&mut verdicts.literal, &mut verdicts.revision_2a] {
+                if !cmp.differences.is_empty() {
+                    v.pass = Some(false);
+                    v.reasons.extend(cmp.differences.iter().map(|d| format!("session {}: {d}", s.id)));
+                }
+            }
+            boundary.insert(s.id.clone(), cmp);
+        }
         let (introduced, control_only) = match &control_report {
             Some(c) => {
                 let cids: BTreeSet<&str> = c.pair.shared.iter().map(|o| o.id.as_str()).collect();
@@ -467,6 +487,7 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
             introduced_by_restore: introduced,
             control_only,
             verdicts,
+            boundary,
             exit,
         });
     }

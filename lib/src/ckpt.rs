@@ -251,6 +251,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     std::fs::create_dir_all(&images).ctx("create directory", &images)?;
     std::fs::create_dir_all(&layer).ctx("create directory", &layer)?;
     let wipe = wipe_ranges(session)?;
+    let boundary = crate::boundary::of_pidns(ns.inodes.pid);
     let write_open = write_open_files(session, upper)?;
     // The upper directory is copied by CRIU's post-dump action, while the session is still frozen, so
     // the layer matches the memory image exactly even when the session keeps running. The copy dies with
@@ -323,6 +324,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         write_open,
         mapped: None,
         mapped_note: None,
+        boundary,
         criu_options: opts,
         extra: Default::default(),
     })

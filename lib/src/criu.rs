@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+/// The preload shim of every CRIU call (lib/criu-shim), beside the tools.
+pub const CRIU_SHIM: &str = "libdrums_criu_shim.so";
+
 /// The private CRIU that pipelines/install-criu.sh installs.
 pub const DEFAULT_PRIVATE: &str = "/opt/drums/criu/bin/criu";
 
@@ -28,6 +31,12 @@ pub fn timeout() -> std::time::Duration {
 pub fn command() -> std::process::Command {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(binary());
+    // CRIU reads the resource limits of tasks that are not root (the desktop's) with prlimit(2), which a
+    // root without CAP_SYS_RESOURCE (this kind of machine) is refused: the shim reads them from /proc
+    // then (lib/criu-shim). Restored tasks do not inherit CRIU's environment.
+    if let Some(shim) = std::env::current_exe().ok().and_then(|e| Some(e.parent()?.join(CRIU_SHIM))).filter(|p| p.exists()) {
+        cmd.env("LD_PRELOAD", shim);
+    }
     let cache = KdatCache::prepare();
     // CRIU must not outlive the tool that runs it unledgered: if the tool dies, so does the call in flight.
     unsafe {

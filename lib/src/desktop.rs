@@ -31,9 +31,11 @@ pub struct DesktopOptions {
     pub guest: bool,
     pub chromium: bool,
     pub extra_chromium_args: Vec<String>,
-    /// The account the guest runs commands as; `None`: `user` when the template layer provides it, else
-    /// root (`default_guest_user`).
+    /// The account the guest runs as, and so runs commands as; `None`: the desktop's account.
     pub guest_user: Option<String>,
+    /// The account Xvfb, D-Bus, AT-SPI, openbox and Chromium run as; `None`: `user` when the session's
+    /// /etc/passwd has it (every root image does), else root (`default_desktop_user`).
+    pub desktop_user: Option<String>,
     /// Offer Xvfb's MIT-SHM extension (off by default: see drums-desktop(1)).
     pub mit_shm: bool,
     /// Offer Xvfb's GLX extension (off by default: see drums-desktop(1)).
@@ -137,9 +139,9 @@ fn log_tail(path: &Path) -> String {
     format!("ends with: {}", lines[lines.len().saturating_sub(3)..].join(" | "))
 }
 
-/// The guest's user when none is given: `user`, the desktop user of OSWorld's image, when the session's
-/// /etc/passwd has that user (every image of pipelines/image.sh does); else root.
-fn default_guest_user(init: i32) -> String {
+/// The desktop's account when none is given: `user`, the desktop user of OSWorld's image, when the
+/// session's /etc/passwd has that user (every image of pipelines/image.sh does); else root.
+fn default_desktop_user(init: i32) -> String {
     let root = PathBuf::from(format!("/proc/{init}/root"));
     if crate::guest::user::Account::lookup_in(&root, DESKTOP_USER).is_ok() {
         DESKTOP_USER.into()
@@ -161,10 +163,24 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let t0 = Instant::now();
     let init = session.ns()?.init_pid;
     let net = session.net()?.clone();
-    // The session's own /tmp, seen from the host through its init's root.
+    // The desktop runs as the session's unprivileged user, as on OSWorld's image: only the init (and what
+    // the user starts with sudo) is root. The guest is that user too unless told otherwise.
+    let root = PathBuf::from(format!("/proc/{init}/root"));
+    let desktop_user = o.desktop_user.clone().unwrap_or_else(|| default_desktop_user(init));
+    // An account the session does not have is the caller's mistake, found before anything starts.
+    let lookup = |name: &str| crate::guest::user::Account::lookup_in(&root, name).map_err(|e| Error::bad_input(format!("account {name}: {e}")));
+    let account = lookup(&desktop_user)?;
+    let guest_user = o.guest_user.clone().unwrap_or_else(|| desktop_user.clone());
+    let guest_account = lookup(&guest_user)?;
+    let ids = (account.uid, account.gid);
+    // The session's own /tmp, seen from the host through its init's root: the logs, the D-Bus socket and
+    // the runtime directory, the user's.
     let host_view = PathBuf::from(format!("/proc/{init}/root{LOG_DIR}"));
     std::fs::create_dir_all(host_view.join("xdg")).ctx("create directory", &host_view)?;
     std::fs::set_permissions(host_view.join("xdg"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).ctx("chmod", host_view.join("xdg"))?;
+    for d in [host_view.clone(), host_view.join("xdg")] {
+        std::os::unix::fs::lchown(&d, Some(account.uid), Some(account.gid)).ctx("chown", &d)?;
+    }
 
     let display = format!(":{}", o.display);
     let bus = format!("unix:path={LOG_DIR}/bus");
@@ -173,14 +189,17 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         ("DBUS_SESSION_BUS_ADDRESS".to_string(), bus.clone()),
         ("XDG_RUNTIME_DIR".to_string(), format!("{LOG_DIR}/xdg")),
         ("NO_AT_BRIDGE".to_string(), "0".to_string()),
+        ("HOME".to_string(), account.home.display().to_string()),
+        ("USER".to_string(), account.name.clone()),
+        ("LOGNAME".to_string(), account.name.clone()),
     ];
     let mut procs = vec![];
     let mut watched: Vec<Watched> = vec![];
-    let mut run = |role: &str, argv: Vec<String>, extra_env: Vec<(String, String)>| -> Result<Watched> {
+    let mut run = |role: &str, argv: Vec<String>, extra_env: Vec<(String, String)>, as_ids: (u32, u32)| -> Result<Watched> {
         let mut e = env.clone();
         e.extend(extra_env);
         let w = Watched { role: role.into(), host: None, logs: host_view.clone() };
-        let sp = spawn(session, &argv, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env: e, cwd: None, uid_gid: None })
+        let sp = spawn(session, &argv, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env: e, cwd: None, uid_gid: Some(as_ids), pass_terminal: false })
             .map_err(|e| match e {
                 Error::Failed(m) => w.error(&format!("could not be started ({m})")),
                 other => other,
@@ -203,25 +222,25 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         // about 20 ms off a cold start); Chromium draws in software either way (--disable-gpu).
         xvfb_args.extend(s(&["-extension", "GLX"]));
     }
-    let xvfb = run("xvfb", xvfb_args, vec![])?;
+    let xvfb = run("xvfb", xvfb_args, vec![], ids)?;
     wait_for_x(init, o.display, xvfb)?;
-    let dbus = run("dbus", s(&["dbus-daemon", "--session", "--nofork", "--nopidfile", &format!("--address={bus}")]), vec![])?;
+    let dbus = run("dbus", s(&["dbus-daemon", "--session", "--nofork", "--nopidfile", &format!("--address={bus}")]), vec![], ids)?;
     // The AT-SPI launcher connects to the session bus at once and exits when it is not there yet.
     wait_for_socket(&host_view.join("bus"), dbus)?;
-    run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![])?;
-    run("openbox", s(&["openbox", "--sm-disable"]), vec![])?;
+    run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![], ids)?;
+    run("openbox", s(&["openbox", "--sm-disable"]), vec![], ids)?;
     let guest = if o.guest {
         let bin = crate::runtime::inside("drums-guest");
-        let user = o.guest_user.clone().unwrap_or_else(|| default_guest_user(init));
-        let argv = vec![bin.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone(), "--user".into(), user];
-        Some(run("guest", argv, vec![])?)
+        let argv = vec![bin.display().to_string(), "--listen".into(), format!("0.0.0.0:{GUEST_PORT}"), "--display".into(), display.clone(), "--user".into(), guest_user.clone()];
+        let guest_env = vec![("HOME".into(), guest_account.home.display().to_string()), ("USER".into(), guest_account.name.clone()), ("LOGNAME".into(), guest_account.name.clone())];
+        Some(run("guest", argv, guest_env, (guest_account.uid, guest_account.gid))?)
     } else {
         None
     };
     if o.chromium {
-        prepare_chromium_profile(init)?;
+        prepare_chromium_profile(init, ids)?;
         let shim = crate::runtime::inside("libdrums_pkey_shim.so");
-        run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string()), ("ACCESSIBILITY_ENABLED".into(), "1".into())])?;
+        run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string()), ("ACCESSIBILITY_ENABLED".into(), "1".into())], ids)?;
     }
     // The guest is waited for after Chromium started, so that its start overlaps Chromium's, which
     // drums-ready then waits for: the wait costs the cold path nothing when the guest is up by then.
@@ -250,6 +269,8 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         start_s: t0.elapsed().as_secs_f64(),
         mit_shm: o.mit_shm,
         glx: o.glx,
+        user: Some(account.name.clone()),
+        guest_user: o.guest.then(|| guest_account.name.clone()),
     });
     Ok(())
 }
@@ -257,9 +278,10 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
 /// Chromium's profile directory, with a plain file where Chromium would create `BrowserMetrics/`: it
 /// keeps its histograms in a 4 MiB memory-mapped file there (no switch turns that off), which a restored
 /// sibling would need a private copy of; unable to make the directory, Chromium keeps them in memory.
-fn prepare_chromium_profile(init_pid: i32) -> Result<()> {
+fn prepare_chromium_profile(init_pid: i32, (uid, gid): (u32, u32)) -> Result<()> {
     let profile = PathBuf::from(format!("/proc/{init_pid}/root{CHROMIUM_PROFILE}"));
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&profile).ctx("create directory", &profile)?;
+    std::os::unix::fs::lchown(&profile, Some(uid), Some(gid)).ctx("chown", &profile)?;
     let metrics = profile.join("BrowserMetrics");
     if std::fs::symlink_metadata(&metrics).is_err() {
         std::fs::write(&metrics, "Drums: Chromium keeps its histograms in memory (see drums-desktop(1)).\n").ctx("write", &metrics)?;
@@ -287,8 +309,22 @@ fn wait_for_socket(path: &Path, owner: Watched) -> Result<()> {
 
 /// Wait until the guest accepts connections on its port, on the session's loopback from inside its network
 /// namespace: what is checked is the guest's listener, not the veth and host firewall in between.
+/// The listener must be the guest's, not something else on its port: the guest says so in its log once it
+/// has bound (drums-guest(1)); until then the connection is not tried.
 fn wait_for_guest(init_pid: i32, guest: Watched) -> Result<()> {
     let g = guest.clone();
+    let log = guest.logs.join(format!("{}.log", guest.role));
+    let bound = move || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("listening on http://"));
+    let t0 = Instant::now();
+    while !bound() {
+        if let Some(e) = guest.gone() {
+            return Err(e);
+        }
+        if t0.elapsed() > GUEST_LISTEN_TIMEOUT {
+            return Err(guest.error(&format!("did not say it listens on port {GUEST_PORT} within {GUEST_LISTEN_TIMEOUT:?}")));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
     match crate::cdp::connect_in_netns_unless(init_pid, GUEST_PORT, GUEST_LISTEN_TIMEOUT, move || g.gone()) {
         Ok(_connection) => Ok(()),
         Err(e @ Error::Process { .. }) => Err(e),

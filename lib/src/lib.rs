@@ -1,6 +1,7 @@
 //! Drums: the shared library behind the Drums tools. A tool's main parses arguments and calls in here.
 
 pub mod audit;
+pub mod boundary;
 pub mod cdp;
 pub mod cgroup;
 pub mod ckpt;

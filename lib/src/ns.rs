@@ -202,6 +202,7 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
     for (link, target) in [("/dev/ptmx", "pts/ptmx"), ("/dev/fd", "/proc/self/fd"), ("/dev/stdin", "/proc/self/fd/0"), ("/dev/stdout", "/proc/self/fd/1"), ("/dev/stderr", "/proc/self/fd/2")] {
         std::os::unix::fs::symlink(target, link).map_err(|x| format!("symlink {link}: {x}"))?;
     }
+    mask_proc().map_err(|(what, p, x)| e(what, &p, x))?;
     umount2(&*format!("/{OLD_ROOT}"), MntFlags::MNT_DETACH).map_err(|x| e("detach the old root", &OLD_ROOT, x))?;
     let _ = std::fs::remove_dir(format!("/{OLD_ROOT}"));
 
@@ -217,6 +218,11 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
         unsafe { libc::dup2(null.as_raw_fd(), fd) };
     }
     drop(null);
+    // The boundary, last: every process of the session descends from this one and inherits it
+    // (crate::boundary). The filter first, while the init still has CAP_SYS_ADMIN to install it without
+    // no-new-privileges.
+    crate::boundary::Seccomp::session().install().map_err(|x| format!("install the seccomp filter: {}", std::io::Error::from_raw_os_error(x)))?;
+    crate::boundary::drop_capabilities(crate::boundary::last_cap()).map_err(|x| format!("drop capabilities: {}", std::io::Error::from_raw_os_error(x)))?;
     // Every other descriptor closes at exec; the status pipe's closing tells the creator that all went well.
     unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
     let _ = status_w;
@@ -225,6 +231,48 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
     let env = [CString::new("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").unwrap()];
     let err = nix::unistd::execve(&exe, &args, &env).unwrap_err();
     Err(format!("exec {} in the new root: {err}", cfg.exe.display()))
+}
+
+/// Files of /proc that show or change the host (the kernel's memory, its symbols and timers, the magic
+/// SysRq key, physical pages): /dev/null is bound over each, as Docker's default masks them.
+pub const MASKED_PROC_FILES: &[&str] = &["kcore", "sysrq-trigger", "keys", "timer_list", "timer_stats", "sched_debug", "kallsyms", "latency_stats", "kpagecount", "kpageflags", "kpagecgroup", "vmcore"];
+/// Directories of /proc with hardware and drivers of the host: an empty read-only directory over each.
+pub const MASKED_PROC_DIRS: &[&str] = &["acpi", "scsi", "asound"];
+/// Directories of /proc that write the host's kernel (most of /proc/sys is not namespaced:
+/// kernel.core_pattern would run a program of the session's as host root): bound read-only.
+pub const READ_ONLY_PROC: &[&str] = &["sys", "irq", "bus", "fs"];
+/// The empty directory bound over MASKED_PROC_DIRS, in the session's own /dev.
+const EMPTY_DIR: &str = "/dev/.drums-empty";
+
+/// Mask and write-protect /proc (see MASKED_PROC_FILES, MASKED_PROC_DIRS, READ_ONLY_PROC), after /proc and
+/// /dev/null exist. Bind mounts, not tmpfs: CRIU packs and unpacks every tmpfs in each dump and restore.
+fn mask_proc() -> std::result::Result<(), (&'static str, PathBuf, nix::Error)> {
+    let bind_ro = |src: &Path, dst: &Path| -> std::result::Result<(), (&'static str, PathBuf, nix::Error)> {
+        mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(|x| ("bind", dst.to_path_buf(), x))?;
+        let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+        mount(None::<&str>, dst, None::<&str>, flags, None::<&str>).map_err(|x| ("make read-only", dst.to_path_buf(), x))
+    };
+    for f in MASKED_PROC_FILES {
+        let p = Path::new("/proc").join(f);
+        if p.exists() {
+            bind_ro(Path::new("/dev/null"), &p)?;
+        }
+    }
+    std::fs::create_dir(EMPTY_DIR).map_err(|x| ("create", PathBuf::from(EMPTY_DIR), nix::Error::from_raw(x.raw_os_error().unwrap_or(libc::EIO))))?;
+    std::fs::set_permissions(EMPTY_DIR, std::os::unix::fs::PermissionsExt::from_mode(0o555)).map_err(|x| ("chmod", PathBuf::from(EMPTY_DIR), nix::Error::from_raw(x.raw_os_error().unwrap_or(libc::EIO))))?;
+    for d in MASKED_PROC_DIRS {
+        let p = Path::new("/proc").join(d);
+        if p.is_dir() {
+            bind_ro(Path::new(EMPTY_DIR), &p)?;
+        }
+    }
+    for d in READ_ONLY_PROC {
+        let p = Path::new("/proc").join(d);
+        if p.is_dir() {
+            bind_ro(&p, &p)?;
+        }
+    }
+    Ok(())
 }
 
 /// The session's PID 1 after re-exec: reap every child; on SIGTERM or SIGINT, stop everything and exit.
@@ -276,6 +324,11 @@ pub struct ExecOptions {
     pub cwd: Option<PathBuf>,
     /// Run as this uid/gid (after joining), or as root.
     pub uid_gid: Option<(u32, u32)>,
+    /// Not detached: hand the command this process's terminal, when its standard streams are one. By
+    /// default a terminal never reaches a session: the command's output is relayed through pipes, its
+    /// input is the session's /dev/null, and it runs in a process session of its own (no controlling
+    /// terminal to open as /dev/tty).
+    pub pass_terminal: bool,
 }
 
 pub struct Spawned {
@@ -320,12 +373,37 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
     // so the read end sees end-of-file once the exec succeeded, or the errno of a failed exec. A detached
     // command that cannot be started would otherwise only leave an exit status 127 that no one collects.
     let (exec_r, exec_w) = pipe()?;
+    // A terminal among this process's standard streams stays on the host unless asked for: stdin is
+    // then the session's /dev/null, stdout and stderr are pipes this process relays.
+    let terminal = |fd: i32| !opts.detach && !opts.pass_terminal && unsafe { libc::isatty(fd) } == 1;
+    let stdin_null = terminal(0);
+    let mut relays: Vec<(i32, OwnedFd, OwnedFd)> = vec![];
+    for fd in [1, 2] {
+        if terminal(fd) {
+            let (r, w) = pipe()?;
+            relays.push((fd, r, w));
+        }
+    }
+    let new_session = !opts.detach && !opts.pass_terminal && (stdin_null || !relays.is_empty() || has_controlling_terminal());
+    let mut redirect = [-1i32; 3];
+    for (fd, _, w) in &relays {
+        redirect[*fd as usize] = w.as_raw_fd();
+    }
+    let seccomp = crate::boundary::Seccomp::session();
+    let last_cap = crate::boundary::last_cap();
 
     match unsafe { libc::fork() } {
         -1 => Err(Error::failed(format!("fork: {}", std::io::Error::last_os_error()))),
         0 => unsafe {
             drop(pid_r);
             drop(exec_r);
+            // Not dumpable from here until the command's exec: the processes of this tool that live in
+            // the session's namespaces run the host's drums-ns binary, and a session process must not
+            // reach it (/proc/PID/exe, /proc/PID/mem, ptrace: the runc CVE-2019-5736 pattern). The exec
+            // of the session's own program makes the command dumpable again.
+            if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
+                libc::_exit(126);
+            }
             let me = libc::getpid();
             if crate::cgroup::enter(session, me).is_err() {
                 libc::_exit(126);
@@ -336,6 +414,11 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
                 }
             }
             drop(ns_files);
+            // The session's boundary (crate::boundary), before anything of the session can see this
+            // process: the same filter and capabilities as the session's init gave everything else.
+            if seccomp.install().is_err() || crate::boundary::drop_capabilities(last_cap).is_err() {
+                libc::_exit(126);
+            }
             // setns(CLONE_NEWPID) only places this process's children in the session's PID namespace, and
             // orphans go to the reaper of their parent's namespace: the command is forked from a process
             // inside (b), so that when b exits the command is reparented to the session's init, not the
@@ -344,7 +427,8 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
             if b == 0 {
                 let c = libc::fork();
                 if c == 0 {
-                    exec_child(&cargs, &cenv, log.as_ref(), &cwd, opts.detach, opts.uid_gid, exec_w.as_raw_fd());
+                    let stdio = ChildStdio { stdin_null, redirect, new_session };
+                    exec_child(&cargs, &cenv, log.as_ref(), &cwd, opts.detach, opts.uid_gid, exec_w.as_raw_fd(), &stdio);
                 }
                 // Only the command may hold the exec-status pipe, or its end-of-file would wait for b.
                 drop(exec_w);
@@ -364,10 +448,29 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
             drop(pid_w);
             drop(exec_w);
             drop(ns_files);
+            // Blocked before the relay threads start, so that they inherit it: a terminal's signal must
+            // reach the waiting thread, which passes it on, and not end this process from a relay.
+            let forwarded = new_session.then(block_ending_signals);
+            // The relays run until every holder of the pipes' write ends (the command and what it left
+            // behind) has closed them.
+            let relay_threads: Vec<std::thread::JoinHandle<()>> = relays
+                .into_iter()
+                .map(|(fd, r, w)| {
+                    drop(w);
+                    std::thread::spawn(move || relay(r, fd))
+                })
+                .collect();
             let mut buf = [0u8; 4];
             let got = std::fs::File::from(pid_r).read_exact(&mut buf);
-            let mut st = 0;
-            unsafe { libc::waitpid(a, &mut st, 0) };
+            let ns_pid = got.as_ref().ok().map(|_| i32::from_le_bytes(buf));
+            let group = forwarded.as_ref().and(ns_pid).and_then(|p| host_pid_of(ns.inodes.pid, p));
+            let st = wait_forwarding_signals(a, group);
+            for t in relay_threads {
+                let _ = t.join();
+            }
+            if let Some(old) = forwarded {
+                unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+            }
             let code = if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) };
             if got.is_err() {
                 return Err(Error::failed(format!("could not enter session {} (exit {code})", session.id)));
@@ -384,6 +487,84 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
             let ns_pid = i32::from_le_bytes(buf);
             let host_pid = host_pid_of(ns.inodes.pid, ns_pid);
             Ok(Spawned { host_pid, ns_pid, status: if opts.detach { None } else { Some(code) }, exec_error })
+        }
+    }
+}
+
+/// Copy a relay pipe to this process's descriptor `fd` until end of file.
+fn relay(from: OwnedFd, fd: i32) {
+    let mut from = std::fs::File::from(from);
+    let mut buf = [0u8; 16384];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let mut done = 0;
+                while done < n {
+                    let w = unsafe { libc::write(fd, buf[done..n].as_ptr().cast(), n - done) };
+                    if w <= 0 {
+                        return;
+                    }
+                    done += w as usize;
+                }
+            }
+        }
+    }
+}
+
+/// Whether this process has a controlling terminal, which a child would inherit (and could open as
+/// /dev/tty).
+fn has_controlling_terminal() -> bool {
+    let fd = unsafe { libc::open(c"/dev/tty".as_ptr(), libc::O_RDONLY | libc::O_NOCTTY | libc::O_CLOEXEC) };
+    if fd >= 0 {
+        unsafe { libc::close(fd) };
+        true
+    } else {
+        false
+    }
+}
+
+const ENDING_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+fn ending_signals() -> libc::sigset_t {
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in ENDING_SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Block the signals that end a command run from a terminal; returns the mask before.
+fn block_ending_signals() -> libc::sigset_t {
+    let set = ending_signals();
+    unsafe {
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        old
+    }
+}
+
+/// Wait for `pid` (the forked joiner). With `group` (the command's process group, in a process session
+/// of its own that the terminal's signals no longer reach; those signals are blocked here) SIGINT,
+/// SIGTERM, SIGHUP and SIGQUIT are passed on to it. Returns the wait status.
+fn wait_forwarding_signals(pid: i32, group: Option<i32>) -> i32 {
+    let mut st = 0;
+    let Some(group) = group else {
+        unsafe { libc::waitpid(pid, &mut st, 0) };
+        return st;
+    };
+    let set = ending_signals();
+    loop {
+        if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } == pid {
+            return st;
+        }
+        let timeout = libc::timespec { tv_sec: 0, tv_nsec: 20_000_000 };
+        let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+        if sig > 0 {
+            unsafe { libc::kill(-group, sig) };
         }
     }
 }
@@ -418,7 +599,16 @@ const EXEC_STEP_EXEC: u8 = 2;
 /// Where the exec-status pipe's write end sits in the command's process, out of the way of stdio.
 const EXEC_STATUS_FD: i32 = 3;
 
-unsafe fn exec_child(args: &[CString], env: &[CString], log: Option<&CString>, cwd: &CString, detach: bool, ids: Option<(u32, u32)>, exec_w: i32) -> ! {
+/// A non-detached command's standard streams: the session's /dev/null for stdin, relay pipes for stdout
+/// and stderr (-1: kept), and whether it gets a process session of its own.
+struct ChildStdio {
+    stdin_null: bool,
+    redirect: [i32; 3],
+    new_session: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn exec_child(args: &[CString], env: &[CString], log: Option<&CString>, cwd: &CString, detach: bool, ids: Option<(u32, u32)>, exec_w: i32, stdio: &ChildStdio) -> ! {
     // The pipe goes to a fixed descriptor first, so that closing every other one below keeps it; dup3
     // sets close-on-exec again (dup2 would clear it).
     if exec_w != EXEC_STATUS_FD && libc::dup3(exec_w, EXEC_STATUS_FD, libc::O_CLOEXEC) < 0 {
@@ -439,6 +629,19 @@ unsafe fn exec_child(args: &[CString], env: &[CString], log: Option<&CString>, c
         libc::dup2(null, 0);
         libc::dup2(if out >= 0 { out } else { null }, 1);
         libc::dup2(if out >= 0 { out } else { null }, 2);
+    } else {
+        if stdio.new_session {
+            libc::setsid();
+        }
+        if stdio.stdin_null {
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+            libc::dup2(null, 0);
+        }
+        for fd in [1, 2] {
+            if stdio.redirect[fd as usize] >= 0 {
+                libc::dup2(stdio.redirect[fd as usize], fd);
+            }
+        }
     }
     // No descriptor of the host may reach the session (CRIU cannot dump it, and it would leak); the
     // exec-status pipe closes at exec.

@@ -123,6 +123,13 @@ pub struct Desktop {
     /// made before the option existed, which had it.
     #[serde(default = "yes")]
     pub glx: bool,
+    /// The account the desktop's processes run as (null in records of older tools, whose desktop ran as
+    /// root).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The account the guest runs as; null: no guest (or an older record).
+    #[serde(default)]
+    pub guest_user: Option<String>,
 }
 
 fn yes() -> bool {
@@ -269,6 +276,10 @@ pub struct Checkpoint {
     pub mapped: Option<crate::mapped::Mapped>,
     #[serde(default)]
     pub mapped_note: Option<String>,
+    /// The boundary (capabilities, seccomp, user namespace) of every process of the source at the dump:
+    /// what drums-audit holds each restored sibling to (absent in older records: none).
+    #[serde(default)]
+    pub boundary: Vec<crate::boundary::ProcessBoundary>,
     /// The CRIU options the dump used.
     pub criu_options: Vec<String>,
     #[serde(flatten)]

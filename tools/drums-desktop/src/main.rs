@@ -33,9 +33,12 @@ enum Cmd {
         /// Do not start the guest server.
         #[arg(long)]
         no_guest: bool,
-        /// The account the guest runs commands as (default: `user` when the template layer provides it, else root).
+        /// The account the guest runs as, and so runs commands as (default: the desktop's account).
         #[arg(long, value_name = "USER", conflicts_with = "no_guest")]
         guest_user: Option<String>,
+        /// The account the desktop runs as (default: `user` when the session has it, else root).
+        #[arg(long, value_name = "USER")]
+        desktop_user: Option<String>,
         /// Do not start Chromium.
         #[arg(long)]
         no_chromium: bool,
@@ -63,11 +66,11 @@ fn parse_size(s: &str) -> drums::Result<(u32, u32, u32)> {
 
 fn main() {
     cli::run("drums-desktop", |a: Args| match a.cmd {
-        Cmd::Start { display, size, url, title, no_guest, guest_user, no_chromium, mit_shm, glx, chromium_args, input } => {
+        Cmd::Start { display, size, url, title, no_guest, guest_user, desktop_user, no_chromium, mit_shm, glx, chromium_args, input } => {
             let (width, height, depth) = parse_size(&size)?;
             let sessions = cli::read_sessions(input.as_deref())?;
             cli::require_root()?;
-            let o = DesktopOptions { display, width, height, depth, url, title, guest: !no_guest, chromium: !no_chromium, extra_chromium_args: chromium_args, guest_user, mit_shm, glx };
+            let o = DesktopOptions { display, width, height, depth, url, title, guest: !no_guest, chromium: !no_chromium, extra_chromium_args: chromium_args, guest_user, desktop_user, mit_shm, glx };
             for mut s in sessions {
                 drums::desktop::start(&mut s, &o)?;
                 drums::session_io::emit_session(&s)?;

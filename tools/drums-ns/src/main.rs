@@ -41,6 +41,13 @@ enum Cmd {
         /// Working directory inside the session.
         #[arg(long)]
         cwd: Option<PathBuf>,
+        /// Run as this account of the session's /etc/passwd (default: the session's root).
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
+        /// Hand the command this terminal when the standard streams are one (default: output relayed
+        /// through pipes, input /dev/null, no controlling terminal; a terminal never reaches a session).
+        #[arg(long)]
+        pass_terminal: bool,
         #[arg(required = true, last = true)]
         command: Vec<String>,
     },
@@ -70,7 +77,7 @@ fn main() {
             }
             Ok(())
         }
-        Cmd::Exec { session, detach, log, env, cwd, command } => {
+        Cmd::Exec { session, detach, log, env, cwd, user, pass_terminal, command } => {
             cli::require_root()?;
             let s = match session {
                 Some(id) => drums::session_io::load(&id)?,
@@ -80,7 +87,15 @@ fn main() {
                 .iter()
                 .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| drums::Error::Usage(format!("--env {kv}: expected KEY=VALUE"))))
                 .collect::<drums::Result<Vec<_>>>()?;
-            let opts = drums::ns::ExecOptions { detach, log, env, cwd, uid_gid: None };
+            let uid_gid = match user {
+                Some(name) => {
+                    let root = PathBuf::from(format!("/proc/{}/root", s.ns()?.init_pid));
+                    let a = drums::guest::user::Account::lookup_in(&root, &name).map_err(|e| drums::Error::bad_input(format!("--user {name}: {e}")))?;
+                    Some((a.uid, a.gid))
+                }
+                None => None,
+            };
+            let opts = drums::ns::ExecOptions { detach, log, env, cwd, uid_gid, pass_terminal };
             let sp = drums::ns::spawn(&s, &command, &opts)?;
             if detach {
                 cli::emit(&serde_json::json!({"drums": 1, "type": "process", "session": s.id, "pid": sp.ns_pid, "host_pid": sp.host_pid}))
