@@ -174,3 +174,64 @@ fn root_in_a_session_is_not_root_on_the_host() {
     let left = inventory().new_since(&before_inventory);
     assert!(left.is_empty(), "left after destroy: {left:?}");
 }
+
+/// `drums-ns exec` from a terminal: the command sees no terminal (its output comes back through pipes,
+/// its input is the session's /dev/null, it has no controlling terminal to open as /dev/tty), so nothing
+/// in the session can read keystrokes from it or push input into the host's shell; `--pass-terminal`
+/// hands the terminal over when asked.
+#[test]
+fn a_terminal_never_reaches_a_session_unless_asked() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let mut guard = Sessions::default();
+    let o = Command::new(tool("drums-overlay")).arg("create").env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rec = run_ok("drums-ns", &["create"], &text(&o.stdout));
+    guard.add(&rec);
+    let id = serde_json::from_str::<Value>(rec.trim()).unwrap()["id"].as_str().unwrap().to_string();
+    let (mut master, mut slave) = (0, 0);
+    assert_eq!(unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) }, 0, "openpty");
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let probe = "for fd in 0 1 2; do [ -t $fd ] && echo tty$fd; done; (exec 3</dev/tty) 2>/dev/null && echo ctty; python3 -c 'import fcntl, termios\ntry:\n fcntl.ioctl(1, termios.TIOCSTI, b\"x\"); print(\"injected\")\nexcept OSError as e: print(\"refused\", e.errno)'; echo done";
+    let exec = |extra: &[&str]| -> String {
+        let mut cmd = Command::new(tool("drums-ns"));
+        cmd.args(["exec", "--session", &id]).args(extra).args(["--", "sh", "-c", probe]);
+        cmd.stdin(std::process::Stdio::from(slave.try_clone().unwrap())).stdout(std::process::Stdio::from(slave.try_clone().unwrap())).stderr(std::process::Stdio::from(slave.try_clone().unwrap()));
+        // The terminal becomes the controlling terminal of drums-ns, as a shell's would be.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::setsid();
+                libc::ioctl(0, libc::TIOCSCTTY, 0);
+                Ok(())
+            });
+        }
+        let st = cmd.status().unwrap();
+        assert!(st.success(), "drums-ns exec {extra:?}: {st}");
+        let mut out = vec![];
+        let mut buf = [0u8; 4096];
+        let flags = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&master), libc::F_GETFL) };
+        unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&master), libc::F_SETFL, flags | libc::O_NONBLOCK) };
+        loop {
+            let n = unsafe { libc::read(std::os::fd::AsRawFd::as_raw_fd(&master), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n as usize]);
+        }
+        String::from_utf8_lossy(&out).replace('\r', "")
+    };
+    let default = exec(&[]);
+    assert!(default.contains("done"), "the output came back through the relay: {default:?}");
+    for bad in ["tty0", "tty1", "tty2", "ctty", "injected"] {
+        assert!(!default.lines().any(|l| l == bad), "{bad} in the session: {default:?}");
+    }
+    assert!(default.contains("refused"), "{default:?}");
+    let passed = exec(&["--pass-terminal"]);
+    assert!(passed.lines().any(|l| l == "tty1") && passed.lines().any(|l| l == "refused 1"), "--pass-terminal hands the terminal over, and TIOCSTI on it is refused by the filter (EPERM): {passed:?}");
+    drop(guard);
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left after destroy: {left:?}");
+}
