@@ -65,6 +65,9 @@ pub fn restore_one(c: &Checkpoint, o: &RestoreOptions) -> Result<Session> {
     if !c.images.is_dir() || !c.layer.is_dir() {
         return Err(Error::bad_input(format!("checkpoint {}: {} or {} is missing", c.id, c.images.display(), c.layer.display())));
     }
+    // Every sibling starts behind the firewall exactly as Drums installs it, also after a reboot or an
+    // `nft flush ruleset` (drums-ns create does the same for cold sessions); before anything is made.
+    crate::net::ensure_firewall()?;
     let id = crate::state::new_id('d');
     let dir = crate::state::session_dir(&id);
     let owner = crate::proc::session_owner()?;
