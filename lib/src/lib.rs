@@ -12,6 +12,7 @@ pub mod destroy;
 pub mod error;
 pub mod guest;
 pub mod image;
+pub mod inroot;
 pub mod ledger;
 pub mod mapped;
 pub mod mountinfo;
