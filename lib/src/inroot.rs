@@ -76,7 +76,8 @@ impl Root {
     /// The root directory of a session's process (its init's `/proc/PID/root`), with links followed
     /// inside it: what a write there reaches is the session's own. When `start_time` is given, the
     /// process is checked to be the same one after its root was opened, so a PID reused by a host
-    /// process never lends its root (the host's `/`).
+    /// process never lends its root. A process in this tool's own mount namespace is refused: its root
+    /// is the host's `/`, never a session's.
     pub fn of_process(pid: i32, start_time: Option<u64>) -> Result<Root> {
         if pid <= 0 {
             return Err(Error::failed(format!("{pid} is not a process id")));
@@ -86,6 +87,10 @@ impl Root {
             if !crate::proc::alive(pid, start) {
                 return Err(Error::failed(format!("process {pid} (started at {start}) is gone")));
             }
+        }
+        let ours = crate::proc::ns_inode(std::process::id() as i32, "mnt")?;
+        if crate::proc::ns_inode(pid, "mnt")? == ours {
+            return Err(Error::bad_input(format!("process {pid} is in this tool's own mount namespace: its root is the host's, not a session's")));
         }
         Ok(root)
     }

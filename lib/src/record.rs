@@ -458,17 +458,17 @@ impl Namespaces {
             return Err(Error::bad_field(format!("{field}.init_pid"), format!("{} is not a process id", self.init_pid)));
         }
         check_hostname(&self.hostname).map_err(|m| Error::bad_field(format!("{field}.hostname"), m))?;
-        // Tools find the session's processes by these inodes (drums-reseed signals them and writes into
-        // their memory): a session has every one of its own, never the tool's, and while its init lives
-        // they are its init's.
+        // Tools find the session's processes by its PID namespace (drums-reseed signals them and writes
+        // into their memory): a session has one of its own, never the tool's. While its init lives, every
+        // inode is its init's.
         let i = &self.inodes;
+        if crate::proc::ns_inode(std::process::id() as i32, "pid").is_ok_and(|own| own == i.pid) {
+            return Err(Error::bad_field(format!("{field}.inodes.pid"), format!("{} is this tool's own PID namespace, not a session's", i.pid)));
+        }
         let init_alive = crate::proc::alive(self.init_pid, self.init_start_time);
         for (kind, ino) in [("pid", i.pid), ("mnt", i.mnt), ("net", i.net), ("ipc", i.ipc), ("uts", i.uts)] {
-            if crate::proc::ns_inode(std::process::id() as i32, kind).is_ok_and(|own| own == ino) {
-                return Err(Error::bad_field(format!("{field}.inodes.{kind}"), format!("{ino} is this tool's own {kind} namespace, not a session's")));
-            }
-            // One that cannot be read (a process this tool may not inspect) is no session's init either.
-            if init_alive && !crate::proc::ns_inode(self.init_pid, kind).is_ok_and(|theirs| theirs == ino) {
+            // Unreadable (a zombie init has no namespaces any more): nothing to compare.
+            if init_alive && crate::proc::ns_inode(self.init_pid, kind).is_ok_and(|theirs| theirs != ino) {
                 return Err(Error::bad_field(format!("{field}.inodes.{kind}"), format!("{ino} is not the {kind} namespace of the session's init {}", self.init_pid)));
             }
         }
