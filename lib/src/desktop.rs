@@ -208,7 +208,9 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     }
     let xvfb = run("xvfb", xvfb_args, vec![])?;
     wait_for_x(init, o.display, xvfb)?;
-    run("dbus", s(&["dbus-daemon", "--session", "--nofork", "--nopidfile", &format!("--address={bus}")]), vec![])?;
+    let dbus = run("dbus", s(&["dbus-daemon", "--session", "--nofork", "--nopidfile", &format!("--address={bus}")]), vec![])?;
+    // The AT-SPI launcher connects to the session bus at once and exits when it is not there yet.
+    wait_for_socket(&host_view, &Path::new(LOG_DIR).join("bus"), dbus)?;
     run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![])?;
     run("openbox", s(&["openbox", "--sm-disable"]), vec![])?;
     let guest = if o.guest {
@@ -266,6 +268,24 @@ fn prepare_chromium_profile(init_pid: i32) -> Result<()> {
     crate::inroot::mkdir_all(&root, profile, 0o700, 0, 0)?;
     crate::inroot::create_new(&root, &profile.join("BrowserMetrics"), b"Drums: Chromium keeps its histograms in memory (see drums-desktop(1)).\n", 0o644, 0, 0)?;
     Ok(())
+}
+
+/// Wait until a process has made its listening socket `path` (inside the session's root); a process that
+/// exits ends the wait at once.
+fn wait_for_socket(root: &crate::inroot::Root, path: &Path, owner: Watched) -> Result<()> {
+    let t0 = Instant::now();
+    loop {
+        if crate::inroot::symlink_metadata(root, path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
+            return Ok(());
+        }
+        if let Some(e) = owner.gone() {
+            return Err(e);
+        }
+        if t0.elapsed() > X_TIMEOUT {
+            return Err(owner.error(&format!("did not make its socket {} within {X_TIMEOUT:?}", path.display())));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Wait until the guest accepts connections on its port, on the session's loopback from inside its network
