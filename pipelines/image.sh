@@ -74,8 +74,10 @@ requirements=$(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$pip_file" | grep -v '^$'
 # archive has at build time, so the content digest, not the inputs, names an image.
 inputs=$({ echo "drums-image 1 $suite"; echo "$packages"; echo "$requirements"; sha256sum "$0" "$hook" | cut -d' ' -f1; } | sha256sum | cut -d' ' -f1)
 
+# Closed to other host users (drums(7), "Host-side file safety"): sessions reach their image through
+# overlayfs with the mounter's credentials.
 mkdir -p "$root"
-chmod 755 "$root"
+chmod 700 "$root"
 # The images' use lock, shared (drums-overlay(1)): `drums-sweep --prune-root-images` takes it exclusively,
 # so it never removes this build's directory while it is being made.
 exec 9>"$root/.lock"

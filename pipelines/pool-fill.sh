@@ -59,6 +59,8 @@ if [ -z "$ckpt_id" ]; then
 fi
 pool_check_id "$ckpt_id" && [[ $ckpt_id == c-* ]] || pool_die 3 bad_input "'$ckpt_id' is not a checkpoint id"
 pool=$(pool_dir "$ckpt_id")
+# The state root stays closed to other host users (drums(7), "Host-side file safety"), made here or not.
+mkdir -p -m 700 "$state_root" && chmod 700 "$state_root"
 mkdir -p "$pool/tmp" "$pool/ready" "$pool/taken"
 
 # One filler per pool: a second one (cron overlapping a loop) has nothing to do.

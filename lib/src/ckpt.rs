@@ -89,15 +89,19 @@ pub fn wipe_ranges(session: &Session) -> Result<Vec<WipeRange>> {
 pub fn write_open_files(session: &Session, upper: &Path) -> Result<Vec<PathBuf>> {
     let ns = session.ns()?;
     let mut out = std::collections::BTreeSet::new();
+    // The names come from the session (what its processes have open), the upper is its tree: a link on
+    // the way (a directory it replaced by a link to a host directory) leaves the file out instead of
+    // naming a host file that a restore would then move into the sibling.
+    let upper = crate::inroot::Root::open(upper, crate::inroot::Links::Refuse)?;
     let mut consider = |inside: &str| {
-        let rel = Path::new(inside.trim_end_matches(" (deleted)")).strip_prefix("/").map(Path::to_path_buf);
-        if let Ok(rel) = rel {
-            let in_upper = upper.join(&rel);
-            use std::os::unix::fs::MetadataExt;
-            // One name only: moving one name of a hard-linked file would leave the other in the layer.
-            if std::fs::symlink_metadata(&in_upper).is_ok_and(|m| m.is_file() && m.nlink() == 1) {
-                out.insert(rel);
-            }
+        use std::os::unix::fs::MetadataExt;
+        let Ok(rel) = Path::new(inside.trim_end_matches(" (deleted)")).strip_prefix("/") else { return };
+        if rel.as_os_str().is_empty() || !rel.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+            return;
+        }
+        // One name only: moving one name of a hard-linked file would leave the other in the layer.
+        if crate::inroot::symlink_metadata(&upper, rel).is_ok_and(|m| m.is_file() && m.nlink() == 1) {
+            out.insert(rel.to_path_buf());
         }
     };
     for pid in crate::proc::pids_in_pidns(ns.inodes.pid) {
@@ -153,6 +157,8 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     // The image must still be the one the session was made on: a checkpoint names it by digest.
     crate::image::check(&image, "overlay.image")?;
     let version = criu_version()?;
+    let root = crate::state::private_root(&crate::state::checkpoint_root())?;
+    check_shell_plain(&root)?;
     let ledger = Ledger::open(&session.state_dir)?;
     // A live process in a phase other than live/parked/taken tells the sweep that work is under way.
     ledger.phase("dumping")?;
@@ -170,8 +176,6 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
         None
     };
     let id = crate::state::new_id('c');
-    let root = crate::state::checkpoint_root();
-    std::fs::create_dir_all(&root).ctx("create directory", &root)?;
     let partial = root.join(format!("{id}.partial"));
     ledger.create_res(Resource::Dir { path: partial.clone() })?;
     let mapped_root = crate::mapped::mapped_root();
@@ -182,6 +186,7 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
             ledger.phase("live")?;
         }
         if mapped_unusable.is_none() {
+            crate::state::private_root(&mapped_root)?;
             ledger.create_res(Resource::Dir { path: mapped_partial.clone() })?;
             let m = crate::mapped::move_out_relocated(&c.images, &overlay.merged, &mapped_partial, &mapped_dir, &id, &root.join(&id))?;
             c.image_bytes = dir_bytes(&c.images);
@@ -256,14 +261,14 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     // The upper directory is copied by CRIU's post-dump action, while the session is still frozen, so
     // the layer matches the memory image exactly even when the session keeps running. The copy dies with
     // CRIU (which dies with this tool): a copy outliving a killed dump would keep writing into the
-    // directory the sweep is removing.
+    // directory the sweep is removing. The script is constant; the paths reach the copy in CRIU's
+    // environment, which it passes to its action scripts (see `copy_layer_action`).
     let script = dir.join("post-dump.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\n# CRIU action script: copy the session's upper layer while its processes are frozen.\n[ \"$CRTOOLS_SCRIPT_ACTION\" = post-dump ] || exit 0\nexec setpriv --pdeathsig KILL cp -a '{}/.' '{}/'\n", upper.display(), layer.display()),
-    )
-    .ctx("write", &script)?;
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ctx("chmod", &script)?;
+    std::fs::write(&script, POST_DUMP_SCRIPT).ctx("write", &script)?;
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o700)).ctx("chmod", &script)?;
+    let report = dir.join(LAYER_REPORT_FILE);
+    let me = std::env::current_exe().map_err(|e| Error::failed(format!("find own executable: {e}")))?;
+    let program = me.parent().ok_or_else(|| Error::failed("own executable has no directory"))?.join("drums-ckpt");
     let mut opts = dump_options();
     // The session's network namespace is left out of the images: each restore brings a namespace of its
     // own, built before CRIU runs (see restore::EXTERNAL_NET).
@@ -274,6 +279,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     let mut cmd = crate::criu::command();
     cmd.arg("dump").arg("-t").arg(ns.init_pid.to_string()).arg("-D").arg(&images).arg("-o").arg("dump.log").args(&opts);
     cmd.arg("--action-script").arg(&script);
+    cmd.env(ENV_PROGRAM, &program).env(ENV_FROM, upper).env(ENV_TO, &layer).env(ENV_REPORT, &report);
     if o.leave_running {
         cmd.arg("--leave-running");
     }
@@ -286,6 +292,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         crate::cli::progress("drums-ckpt", &format!("{}: criu dump, attempt {attempt}/{DUMP_ATTEMPTS}", session.id));
         clear_dir(&images)?;
         clear_dir(&layer)?;
+        remove_if_there(&report)?;
         let t0 = Instant::now();
         let status = crate::criu::run(&mut cmd);
         dump_s = t0.elapsed().as_secs_f64();
@@ -299,6 +306,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         }
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
+    let layer_dropped = read_layer_report(&report)?;
     let kernel = nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default();
     Ok(Checkpoint {
         drums: crate::record::VERSION,
@@ -322,12 +330,84 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         source: CheckpointSource { session: String::new(), hostname: String::new(), session_addr: String::new(), session_mac: String::new(), desktop: session.desktop()?.clone() },
         wipe,
         write_open,
+        layer_dropped: Some(layer_dropped),
         mapped: None,
         mapped_note: None,
         boundary,
         criu_options: opts,
         extra: Default::default(),
     })
+}
+
+/// CRIU's action script for a dump (`--action-script`): at post-dump, while the tree is frozen, run
+/// `drums-ckpt copy-layer`, which copies the session's upper into the checkpoint layer. Nothing of the
+/// session (no path) is in its text: CRIU runs it with `sh`, and the paths come in the environment.
+pub const POST_DUMP_SCRIPT: &str = "#!/bin/sh
+# CRIU action script of drums-ckpt(1): copy the session's upper into the checkpoint layer while the
+# session's processes are frozen. Constant: the program and the paths are in CRIU's environment.
+[ \"$CRTOOLS_SCRIPT_ACTION\" = post-dump ] || exit 0
+exec setpriv --pdeathsig KILL \"$DRUMS_CKPT_PROGRAM\" copy-layer
+";
+/// The environment of `drums-ckpt copy-layer`: the program, the session's upper, the checkpoint layer,
+/// and where the copy reports what it left out.
+pub const ENV_PROGRAM: &str = "DRUMS_CKPT_PROGRAM";
+pub const ENV_FROM: &str = "DRUMS_CKPT_LAYER_FROM";
+pub const ENV_TO: &str = "DRUMS_CKPT_LAYER_TO";
+pub const ENV_REPORT: &str = "DRUMS_CKPT_LAYER_REPORT";
+/// In a checkpoint being made: what the layer copy left out (`overlay::Dropped`, JSON).
+const LAYER_REPORT_FILE: &str = "layer-copy.json";
+
+/// CRIU runs the action script with `sh -c PATH`: a checkpoint root whose path the shell would split or
+/// expand is refused.
+fn check_shell_plain(root: &Path) -> Result<()> {
+    let plain = root.as_os_str().as_encoded_bytes().iter().all(|b| b.is_ascii_alphanumeric() || b"/._+-".contains(b));
+    if !plain {
+        return Err(Error::env(format!("checkpoint root {}: CRIU runs the dump's action script through sh, so the path may hold only letters, digits and / . _ + -", root.display())));
+    }
+    Ok(())
+}
+
+fn remove_if_there(p: &Path) -> Result<()> {
+    match std::fs::remove_file(p) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", p, e)),
+        _ => Ok(()),
+    }
+}
+
+fn read_layer_report(p: &Path) -> Result<crate::overlay::Dropped> {
+    let b = std::fs::read(p).map_err(|e| Error::failed(format!("the layer copy left no report at {} ({e}): did CRIU run the post-dump action?", p.display())))?;
+    let d = serde_json::from_slice(&b).map_err(|e| Error::failed(format!("{}: {e}", p.display())))?;
+    std::fs::remove_file(p).ctx("remove", p)?;
+    Ok(d)
+}
+
+/// `drums-ckpt copy-layer`, run by CRIU's post-dump action (`POST_DUMP_SCRIPT`) while the session is
+/// frozen: copy the upper named by the environment into the checkpoint layer (`overlay::copy_layer`) and
+/// write what was left out beside it. The environment comes from drums-ckpt through CRIU; it is checked
+/// all the same (a session's upper, a layer being made, its report): bad input (exit 3) otherwise.
+pub fn copy_layer_action() -> Result<()> {
+    let var = |name: &str| std::env::var_os(name).map(PathBuf::from).ok_or_else(|| Error::bad_input(format!("{name} is not set: copy-layer is run by CRIU during a drums-ckpt dump, not by hand")));
+    let (from, to, report) = (var(ENV_FROM)?, var(ENV_TO)?, var(ENV_REPORT)?);
+    let parts = |p: &Path, root: &Path| -> Option<Vec<String>> {
+        let rest = p.strip_prefix(root).ok()?;
+        rest.components().map(|c| match c {
+            std::path::Component::Normal(n) => n.to_str().map(str::to_string),
+            _ => None,
+        }).collect()
+    };
+    let is_upper = parts(&from, &crate::state::sessions_root()).is_some_and(|v| v.len() == 3 && crate::state::check_session_id(&v[0]).is_ok() && v[1] == "rw" && v[2] == "upper");
+    if !is_upper {
+        return Err(Error::bad_input(format!("{ENV_FROM}: {} is not a session's upper ({}/ID/rw/upper)", from.display(), crate::state::sessions_root().display())));
+    }
+    let partial = parts(&to, &crate::state::checkpoint_root()).filter(|v| v.len() == 2 && v[1] == "layer").and_then(|v| v[0].strip_suffix(".partial").map(str::to_string));
+    let Some(id) = partial.filter(|id| crate::state::check_checkpoint_id(id).is_ok()) else {
+        return Err(Error::bad_input(format!("{ENV_TO}: {} is not the layer of a checkpoint being made ({}/ID.partial/layer)", to.display(), crate::state::checkpoint_root().display())));
+    };
+    if report != crate::state::checkpoint_root().join(format!("{id}.partial")).join(LAYER_REPORT_FILE) {
+        return Err(Error::bad_input(format!("{ENV_REPORT}: {} is not {LAYER_REPORT_FILE} of the checkpoint being made", report.display())));
+    }
+    let dropped = crate::overlay::copy_layer(&from, &to)?;
+    std::fs::write(&report, serde_json::to_vec(&dropped).expect("serializes")).ctx("write", &report)
 }
 
 /// Remove a checkpoint: its directory and its mapped files (`mapped_root()/<id>`, named by the

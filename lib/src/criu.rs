@@ -95,7 +95,7 @@ impl KdatCache {
         let mut rebind: Vec<std::ffi::CString> = vec![];
         for root in [crate::state::state_root(), crate::state::checkpoint_root()] {
             // Resolved first: a root given as /var/run/drums lives under /run all the same.
-            let _ = std::fs::create_dir_all(&root);
+            let _ = crate::state::private_root(&root);
             let root = std::fs::canonicalize(&root).unwrap_or(root);
             if root.starts_with("/run") && root != std::path::Path::new("/run") && !rebind.iter().any(|c| root.starts_with(c.to_str().unwrap_or(""))) {
                 rebind.push(std::ffi::CString::new(root.as_os_str().as_encoded_bytes()).ok()?);

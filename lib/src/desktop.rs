@@ -2,11 +2,10 @@
 //! Chromium on a page. Every process is started with `ns::spawn` (detached, its own process session,
 //! stdio on a log inside the session) so that nothing in the session holds a host descriptor.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::ns::{spawn, ExecOptions};
 use crate::record::{Desktop, Session, SessionProcess};
 use serde_json::{json, Map, Value};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -108,8 +107,8 @@ struct Watched {
     role: String,
     /// `None`: already gone right after its exec.
     host: Option<(i32, u64)>,
-    /// The session's log directory as the host sees it.
-    logs: PathBuf,
+    /// The session's init, through whose root its log is read (crate::inroot).
+    init: i32,
 }
 
 impl Watched {
@@ -120,7 +119,7 @@ impl Watched {
     /// destroys on failure (pipelines/cold.sh), so the message carries the log's last lines as well.
     fn error(&self, what: &str) -> Error {
         let log = PathBuf::from(format!("{LOG_DIR}/{}.log", self.role));
-        let tail = log_tail(&self.logs.join(format!("{}.log", self.role)));
+        let tail = log_tail(self.init, &log);
         Error::Process { role: self.role.clone(), msg: format!("{} {what}; its log {} in the session: {tail}", self.role, log.display()), log }
     }
     /// `Some(error)` once the process has exited: what the waits ask between their polls.
@@ -129,9 +128,12 @@ impl Watched {
     }
 }
 
-fn log_tail(path: &Path) -> String {
-    let Ok(bytes) = std::fs::read(path) else { return "unreadable".into() };
-    let text = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(LOG_TAIL_BYTES)..]).into_owned();
+/// The end of a log inside the session, read inside its root: a link the session made in its place is
+/// followed there, never to a host file whose lines an error would then print.
+fn log_tail(init: i32, path: &Path) -> String {
+    let bytes = crate::inroot::Root::of_process(init, None).and_then(|root| crate::inroot::read_tail(&root, path, LOG_TAIL_BYTES as u64));
+    let Ok(bytes) = bytes else { return "unreadable".into() };
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     if lines.is_empty() {
         return "empty".into();
@@ -173,14 +175,11 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let guest_user = o.guest_user.clone().unwrap_or_else(|| desktop_user.clone());
     let guest_account = lookup(&guest_user)?;
     let ids = (account.uid, account.gid);
-    // The session's own /tmp, seen from the host through its init's root: the logs, the D-Bus socket and
-    // the runtime directory, the user's.
-    let host_view = PathBuf::from(format!("/proc/{init}/root{LOG_DIR}"));
-    std::fs::create_dir_all(host_view.join("xdg")).ctx("create directory", &host_view)?;
-    std::fs::set_permissions(host_view.join("xdg"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).ctx("chmod", host_view.join("xdg"))?;
-    for d in [host_view.clone(), host_view.join("xdg")] {
-        std::os::unix::fs::lchown(&d, Some(account.uid), Some(account.gid)).ctx("chown", &d)?;
-    }
+    // The session's own /tmp, seen from the host through its init's root (links in it followed inside
+    // that root only: crate::inroot): the logs, the D-Bus socket and the runtime directory, the user's.
+    let host_view = crate::inroot::Root::of_process(init, Some(session.ns()?.init_start_time))?;
+    crate::inroot::mkdir_all(&host_view, Path::new(LOG_DIR), 0o755, account.uid, account.gid)?;
+    crate::inroot::mkdir_all(&host_view, &Path::new(LOG_DIR).join("xdg"), 0o700, account.uid, account.gid)?;
 
     let display = format!(":{}", o.display);
     let bus = format!("unix:path={LOG_DIR}/bus");
@@ -198,7 +197,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let mut run = |role: &str, argv: Vec<String>, extra_env: Vec<(String, String)>, as_ids: (u32, u32)| -> Result<Watched> {
         let mut e = env.clone();
         e.extend(extra_env);
-        let w = Watched { role: role.into(), host: None, logs: host_view.clone() };
+        let w = Watched { role: role.into(), host: None, init };
         let sp = spawn(session, &argv, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env: e, cwd: None, uid_gid: Some(as_ids), pass_terminal: false })
             .map_err(|e| match e {
                 Error::Failed(m) => w.error(&format!("could not be started ({m})")),
@@ -226,7 +225,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     wait_for_x(init, o.display, xvfb)?;
     let dbus = run("dbus", s(&["dbus-daemon", "--session", "--nofork", "--nopidfile", &format!("--address={bus}")]), vec![], ids)?;
     // The AT-SPI launcher connects to the session bus at once and exits when it is not there yet.
-    wait_for_socket(&host_view.join("bus"), dbus)?;
+    wait_for_socket(&host_view, &Path::new(LOG_DIR).join("bus"), dbus)?;
     run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![], ids)?;
     run("openbox", s(&["openbox", "--sm-disable"]), vec![], ids)?;
     let guest = if o.guest {
@@ -279,22 +278,21 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
 /// keeps its histograms in a 4 MiB memory-mapped file there (no switch turns that off), which a restored
 /// sibling would need a private copy of; unable to make the directory, Chromium keeps them in memory.
 fn prepare_chromium_profile(init_pid: i32, (uid, gid): (u32, u32)) -> Result<()> {
-    let profile = PathBuf::from(format!("/proc/{init_pid}/root{CHROMIUM_PROFILE}"));
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&profile).ctx("create directory", &profile)?;
-    std::os::unix::fs::lchown(&profile, Some(uid), Some(gid)).ctx("chown", &profile)?;
-    let metrics = profile.join("BrowserMetrics");
-    if std::fs::symlink_metadata(&metrics).is_err() {
-        std::fs::write(&metrics, "Drums: Chromium keeps its histograms in memory (see drums-desktop(1)).\n").ctx("write", &metrics)?;
-    }
+    // Inside the session's root (crate::inroot): a link planted on the way is followed there only, and
+    // one in BrowserMetrics' place counts as something there.
+    let root = crate::inroot::Root::of_process(init_pid, None)?;
+    let profile = Path::new(CHROMIUM_PROFILE);
+    crate::inroot::mkdir_all(&root, profile, 0o700, uid, gid)?;
+    crate::inroot::create_new(&root, &profile.join("BrowserMetrics"), b"Drums: Chromium keeps its histograms in memory (see drums-desktop(1)).\n", 0o644, uid, gid)?;
     Ok(())
 }
 
-/// Wait until a process has made its listening socket `path` (seen from the host); a process that exits
-/// ends the wait at once.
-fn wait_for_socket(path: &Path, owner: Watched) -> Result<()> {
+/// Wait until a process has made its listening socket `path` (inside the session's root); a process that
+/// exits ends the wait at once.
+fn wait_for_socket(root: &crate::inroot::Root, path: &Path, owner: Watched) -> Result<()> {
     let t0 = Instant::now();
     loop {
-        if std::fs::symlink_metadata(path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
+        if crate::inroot::symlink_metadata(root, path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
             return Ok(());
         }
         if let Some(e) = owner.gone() {
@@ -313,8 +311,9 @@ fn wait_for_socket(path: &Path, owner: Watched) -> Result<()> {
 /// has bound (drums-guest(1)); until then the connection is not tried.
 fn wait_for_guest(init_pid: i32, guest: Watched) -> Result<()> {
     let g = guest.clone();
-    let log = guest.logs.join(format!("{}.log", guest.role));
-    let bound = move || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("listening on http://"));
+    let log = PathBuf::from(format!("{LOG_DIR}/{}.log", guest.role));
+    let root = crate::inroot::Root::of_process(init_pid, None)?;
+    let bound = move || crate::inroot::read_to_string(&root, &log).is_ok_and(|t| t.contains("listening on http://"));
     let t0 = Instant::now();
     while !bound() {
         if let Some(e) = guest.gone() {
@@ -376,7 +375,7 @@ pub fn manifest(session: &Session) -> Result<Map<String, Value>> {
         None => {
             let v = version_of(&criu.display().to_string(), &["--version"]).map(Value::String).unwrap_or(Value::Null);
             cache.insert(key, v.clone());
-            let _ = std::fs::create_dir_all(crate::state::state_root());
+            let _ = crate::state::private_root(&crate::state::state_root());
             let _ = std::fs::write(&cache_path, serde_json::to_vec(&cache).unwrap_or_default());
             v
         }

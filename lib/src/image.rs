@@ -267,8 +267,7 @@ fn xattrs(p: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
 pub struct UseLock(#[allow(dead_code)] std::fs::File);
 
 pub fn lock(exclusive: bool) -> Result<UseLock> {
-    let root = images_root();
-    std::fs::create_dir_all(&root).ctx("create directory", &root)?;
+    let root = crate::state::private_root(&images_root())?;
     let path = root.join(".lock");
     let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ctx("open", &path)?;
     let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };

@@ -104,6 +104,11 @@ pub struct Ledger {
 impl Ledger {
     /// Make the state directory and write the owner entry. Fails if the session already exists.
     pub fn create(dir: &Path, session: &str, owner: Owner, ttl_s: Option<u64>) -> Result<Ledger> {
+        // The state root is closed to other host users before a session's mounts appear below it.
+        let root = crate::state::state_root();
+        if dir.starts_with(&root) {
+            crate::state::private_root(&root)?;
+        }
         if let Some(parent) = dir.parent() {
             std::fs::DirBuilder::new().recursive(true).mode(0o755).create(parent).ctx("create directory", parent)?;
         }

@@ -13,6 +13,7 @@ pub mod destroy;
 pub mod error;
 pub mod guest;
 pub mod image;
+pub mod inroot;
 pub mod ledger;
 pub mod mapped;
 pub mod mountinfo;

@@ -166,6 +166,12 @@ fn pagemap_runs(entries: &[Vec<u8>]) -> Result<Vec<PageRun>> {
     Ok(runs)
 }
 
+/// `N.bin` or `pN.bin`: the names drums-ckpt gives mapped files.
+fn is_mapped_name(n: &str) -> bool {
+    let digits = n.strip_suffix(".bin").map(|d| d.strip_prefix('p').unwrap_or(d));
+    digits.is_some_and(|d| !d.is_empty() && d.len() <= 9 && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn plain_absolute(name: &[u8]) -> Option<PathBuf> {
     let p = PathBuf::from(std::str::from_utf8(name).ok()?);
     (p.is_absolute() && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))).then_some(p)
@@ -188,7 +194,7 @@ fn relink_inherited(files: &mut Image, write_dir: &Path, final_dir: &Path, id: &
         let mut parts = rest.components();
         let (Some(Component::Normal(owner)), Some(Component::Normal(file)), None) = (parts.next(), parts.next(), parts.next()) else { continue };
         let (owner, file) = (owner.to_string_lossy().into_owned(), file.to_string_lossy().into_owned());
-        if owner == id || crate::state::check_checkpoint_id(&owner).is_err() {
+        if owner == id || crate::state::check_checkpoint_id(&owner).is_err() || !is_mapped_name(&file) {
             continue;
         }
         let key = name.as_os_str().as_encoded_bytes().to_vec();
@@ -196,7 +202,10 @@ fn relink_inherited(files: &mut Image, write_dir: &Path, final_dir: &Path, id: &
             Some(n) => n.clone(),
             None => {
                 let from = host_path(&mapped_root().join(&owner), &owner, &file);
-                let m = std::fs::metadata(&from).map_err(|e| Error::failed(format!("the source maps {} of checkpoint {owner}, whose file {} is not usable: {e}", name.display(), from.display())))?;
+                let m = std::fs::symlink_metadata(&from).map_err(|e| Error::failed(format!("the source maps {} of checkpoint {owner}, whose file {} is not usable: {e}", name.display(), from.display())))?;
+                if !m.is_file() {
+                    return Err(Error::failed(format!("the source maps {} of checkpoint {owner}, whose {} is not a regular file", name.display(), from.display())));
+                }
                 let n = format!("p{}.bin", out.len());
                 let to = host_path(write_dir, id, &n);
                 std::fs::create_dir_all(to.parent().unwrap()).ctx("create directory", to.parent().unwrap())?;
@@ -224,6 +233,9 @@ fn relink_inherited(files: &mut Image, write_dir: &Path, final_dir: &Path, id: &
 /// restored from one) are linked in and renamed. Leaves the images as they were and returns an empty
 /// result when nothing qualifies.
 pub fn move_out_relocated(images: &Path, source_root: &Path, write_dir: &Path, final_dir: &Path, id: &str, checkpoint_dir: &Path) -> Result<Mapped> {
+    // The session's tree: any link in a mapped file's path is refused (crate::inroot), so a link the
+    // session planted there never makes this tool read a host file into a file every sibling can read.
+    let source = crate::inroot::Root::open(source_root, crate::inroot::Links::Refuse)?;
     let files_path = images.join("files.img");
     let mut files = Image::read(&files_path)?;
     let inherited = relink_inherited(&mut files, write_dir, final_dir, id)?;
@@ -304,11 +316,17 @@ pub fn move_out_relocated(images: &Path, source_root: &Path, write_dir: &Path, f
             }
             // The mapping's content: the file where no page was saved, the saved pages elsewhere.
             let len = (end - start) as usize;
-            let host = source_root.join(name.strip_prefix("/").unwrap());
+            let host = source.shown(&name);
             let mut content = vec![0u8; len];
             {
                 use std::os::unix::fs::FileExt;
-                let f = std::fs::File::open(&host).ctx("open", &host)?;
+                // The name is the kernel's, without links; a link on its way now, or a file of another
+                // size than the one mapped, means the session changed it after mapping it: the mapping
+                // is left to CRIU, and no other file is read in its place.
+                let Ok(f) = crate::inroot::open_regular(&source, &name) else { continue };
+                if file.varint(REG_SIZE).is_some_and(|size| f.metadata().map(|m| m.len()).ok() != Some(size)) {
+                    continue;
+                }
                 let mut done = 0;
                 while done < len {
                     match f.read_at(&mut content[done..], pgoff + done as u64).ctx("read", &host)? {

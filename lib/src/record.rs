@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The record format version. A record whose `drums` member differs is refused.
 pub const VERSION: u32 = 1;
@@ -269,6 +269,10 @@ pub struct Checkpoint {
     /// where the first write would have copied them anyway (absent in older records: none).
     #[serde(default)]
     pub write_open: Vec<PathBuf>,
+    /// What the copy of the source's upper into `layer` left out (set-id bits, device nodes, file
+    /// capabilities; drums-ckpt(1)); absent in older records.
+    #[serde(default)]
+    pub layer_dropped: Option<crate::overlay::Dropped>,
     /// Read-only private file mappings (relocated data) whose pages drums-ckpt moved out of the images
     /// into files that the images map instead; null when none (`mapped_note` says why; absent in older
     /// records).
@@ -309,6 +313,18 @@ impl Checkpoint {
         if let Some(r) = &c.runtime {
             r.validate("runtime")?;
         }
+        for (i, w) in c.wipe.iter().enumerate() {
+            let ok = w.pid > 0 && w.start < w.end && w.end - w.start <= MAX_WIPE_BYTES && !w.comm.contains('\0') && w.comm.len() <= 64;
+            if !ok {
+                return Err(Error::bad_field(format!("wipe[{i}]"), format!("pid {} {:#x}..{:#x} is not a wipe-on-fork range (a process id, start < end, at most {MAX_WIPE_BYTES} bytes)", w.pid, w.start, w.end)));
+            }
+        }
+        let src = &c.source;
+        crate::state::check_session_id(&src.session).map_err(|m| Error::bad_field("source.session", m))?;
+        check_hostname(&src.hostname).map_err(|m| Error::bad_field("source.hostname", m))?;
+        check_session_addr("source.session_addr", &src.session_addr)?;
+        check_mac(&src.session_mac).map_err(|m| Error::bad_field("source.session_mac", m))?;
+        src.desktop.validate("source.desktop", Some(&src.session_addr))?;
         if let Some(m) = &c.mapped {
             let expected = crate::mapped::mapped_root().join(&c.id);
             if m.dir != expected {
@@ -364,6 +380,174 @@ pub fn from_value<T: DeserializeOwned>(v: Value) -> Result<T> {
     })
 }
 
+/// The checkpoint id a section names in `member` (`restore.checkpoint`), checked.
+fn checkpoint_id_member<'a>(section: &'a Value, field: &str) -> Result<&'a str> {
+    let member = field.rsplit('.').next().unwrap_or(field);
+    let id = section.get(member).and_then(Value::as_str).ok_or_else(|| Error::bad_field(field, "missing or not a string"))?;
+    crate::state::check_checkpoint_id(id).map_err(|m| Error::bad_field(field, m))?;
+    Ok(id)
+}
+
+/// The `cgroup` section: every path must be this session's own directory, `<a cgroup mount of this
+/// machine>/drums/<id>` in a hierarchy of that key (a v1 controller the mount carries, or v2's
+/// `unified`), and every `proc_paths` entry that cgroup as /proc/PID/cgroup names it (`<the mount's
+/// root>/drums/<id>`): CRIU gets them on its command line (`--cgroup-root`, `--freeze-cgroup`).
+fn validate_cgroup(id: &str, v: &Value) -> Result<()> {
+    use crate::cgroup::{Section, Version, PARENT};
+    let sec: Section = serde_json::from_value(v.clone()).map_err(|e| Error::bad_field("cgroup", format!("does not fit the cgroup section: {e}")))?;
+    let mounts = crate::cgroup::detect::mounts()?;
+    let of_key = |k: &str| -> Vec<&crate::cgroup::detect::Mount> {
+        match sec.version {
+            Version::V1 => mounts.v1.iter().filter(|m| m.controllers.iter().any(|c| c == k)).collect(),
+            Version::V2 if k == "unified" => mounts.v2.iter().collect(),
+            Version::V2 => vec![],
+        }
+    };
+    for (k, p) in &sec.paths {
+        if !of_key(k).iter().any(|m| *p == m.path.join(PARENT).join(id)) {
+            return Err(Error::bad_field(format!("cgroup.paths.{k}"), format!("{} is not session {id}'s own cgroup directory (<a {k} cgroup mount>/{PARENT}/{id})", p.display())));
+        }
+    }
+    for (k, p) in &sec.proc_paths {
+        if !of_key(k).iter().any(|m| *p == format!("{}/{PARENT}/{id}", m.root.trim_end_matches('/'))) {
+            return Err(Error::bad_field(format!("cgroup.proc_paths.{k}"), format!("`{p}` is not session {id}'s cgroup as /proc/PID/cgroup names it (<the mount's root>/{PARENT}/{id})")));
+        }
+    }
+    Ok(())
+}
+
+/// A hostname Drums sets (sethostname(2), the session's /etc/hostname): 1 to 64 of a-z, A-Z, 0-9, `-`
+/// and `.`, starting with a letter or digit.
+pub fn check_hostname(h: &str) -> std::result::Result<(), String> {
+    let b = h.as_bytes();
+    if !b.is_empty() && b.len() <= 64 && b[0].is_ascii_alphanumeric() && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.') {
+        Ok(())
+    } else {
+        Err(format!("`{h}` is not a hostname (1 to 64 of a-z, A-Z, 0-9, - and ., starting with a letter or digit)"))
+    }
+}
+
+/// A MAC address as Drums writes one: six pairs of hex digits joined by `:`.
+pub fn check_mac(m: &str) -> std::result::Result<(), String> {
+    let parts: Vec<&str> = m.split(':').collect();
+    if parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && p.bytes().all(|c| c.is_ascii_hexdigit())) {
+        Ok(())
+    } else {
+        Err(format!("`{m}` is not a MAC address (six pairs of hex digits joined by :)"))
+    }
+}
+
+/// Text a tool hands to a program or the kernel (a command line, a page): no NUL, at most `max` bytes.
+fn check_text(field: &str, s: &str, max: usize) -> Result<()> {
+    if s.contains('\0') || s.len() > max {
+        return Err(Error::bad_field(field, format!("holds a NUL or is longer than {max} bytes")));
+    }
+    Ok(())
+}
+
+/// A session's address: the session end of some slot's /30 (docs/record.md, "Addresses").
+fn check_session_addr(field: &str, a: &str) -> Result<()> {
+    let slot = a.parse::<std::net::Ipv4Addr>().ok().and_then(|ip| u32::from(ip).checked_sub(u32::from(std::net::Ipv4Addr::from(crate::net::POOL_BASE)))).map(|off| off / 4);
+    match slot {
+        Some(slot) if slot < crate::net::POOL_SLOTS && crate::net::slot_addrs(slot).1.to_string() == a => Ok(()),
+        _ => Err(Error::bad_field(field, format!("`{a}` is not a session address of the pool"))),
+    }
+}
+
+/// The widest X screen and the highest display number a record may name.
+const MAX_SCREEN: u32 = 32768;
+const MAX_DISPLAY: u32 = 65535;
+/// Chromium gets the URL as one argument (`--app=URL`), which Linux limits to 128 KiB.
+const MAX_URL_BYTES: usize = 128 * 1024 - 16;
+const MAX_TITLE_BYTES: usize = 4096;
+/// A wipe-on-fork range is a page or a few (BoringSSL's): one larger than this is no real range.
+pub const MAX_WIPE_BYTES: u64 = 1 << 30;
+
+impl Namespaces {
+    pub fn validate(&self, field: &str) -> Result<()> {
+        if self.init_pid <= 0 {
+            return Err(Error::bad_field(format!("{field}.init_pid"), format!("{} is not a process id", self.init_pid)));
+        }
+        check_hostname(&self.hostname).map_err(|m| Error::bad_field(format!("{field}.hostname"), m))?;
+        // Tools find the session's processes by its PID namespace (drums-reseed signals them and writes
+        // into their memory): a session has one of its own, never the tool's. While its init lives, every
+        // inode is its init's.
+        let i = &self.inodes;
+        if crate::proc::ns_inode(std::process::id() as i32, "pid").is_ok_and(|own| own == i.pid) {
+            return Err(Error::bad_field(format!("{field}.inodes.pid"), format!("{} is this tool's own PID namespace, not a session's", i.pid)));
+        }
+        let init_alive = crate::proc::alive(self.init_pid, self.init_start_time);
+        for (kind, ino) in [("pid", i.pid), ("mnt", i.mnt), ("net", i.net), ("ipc", i.ipc), ("uts", i.uts)] {
+            // Unreadable (a zombie init has no namespaces any more): nothing to compare.
+            if init_alive && crate::proc::ns_inode(self.init_pid, kind).is_ok_and(|theirs| theirs != ino) {
+                return Err(Error::bad_field(format!("{field}.inodes.{kind}"), format!("{ino} is not the {kind} namespace of the session's init {}", self.init_pid)));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Net {
+    /// Every member follows from the slot (net::net_record); only the MAC is the session's own.
+    pub fn validate(&self, field: &str) -> Result<()> {
+        if self.slot >= crate::net::POOL_SLOTS {
+            return Err(Error::bad_field(format!("{field}.slot"), format!("{} is not below {}", self.slot, crate::net::POOL_SLOTS)));
+        }
+        let want = crate::net::net_record(self.slot, &self.session_mac);
+        for (name, got, want) in [("host_if", &self.host_if, &want.host_if), ("session_if", &self.session_if, &want.session_if), ("host_addr", &self.host_addr, &want.host_addr), ("session_addr", &self.session_addr, &want.session_addr)] {
+            if got != want {
+                return Err(Error::bad_field(format!("{field}.{name}"), format!("`{got}` is not `{want}` (what slot {} has)", self.slot)));
+            }
+        }
+        if self.prefix_len != want.prefix_len {
+            return Err(Error::bad_field(format!("{field}.prefix_len"), format!("{} is not {}", self.prefix_len, want.prefix_len)));
+        }
+        check_mac(&self.session_mac).map_err(|m| Error::bad_field(format!("{field}.session_mac"), m))
+    }
+}
+
+impl Desktop {
+    /// `session_addr`: the address the guest must be reached at, when the record says.
+    pub fn validate(&self, field: &str, session_addr: Option<&str>) -> Result<()> {
+        let bad = |name: &str, m: String| Error::bad_field(format!("{field}.{name}"), m);
+        if self.display > MAX_DISPLAY {
+            return Err(bad("display", format!("{} is above {MAX_DISPLAY}", self.display)));
+        }
+        if self.x_socket != format!("@/tmp/.X11-unix/X{}", self.display) {
+            return Err(bad("x_socket", format!("`{}` is not display {}'s socket", self.x_socket, self.display)));
+        }
+        if !(1..=MAX_SCREEN).contains(&self.width) || !(1..=MAX_SCREEN).contains(&self.height) || !(1..=32).contains(&self.depth) {
+            return Err(bad("width", format!("{}x{}x{} is not a screen", self.width, self.height, self.depth)));
+        }
+        check_text(&format!("{field}.url"), &self.url, MAX_URL_BYTES)?;
+        check_text(&format!("{field}.title"), &self.title, MAX_TITLE_BYTES)?;
+        if self.devtools_port == 0 {
+            return Err(bad("devtools_port", "0 is not a port".into()));
+        }
+        if let Some(g) = &self.guest_url {
+            let addr = g.strip_prefix("http://").and_then(|r| r.strip_suffix(&format!(":{}", crate::desktop::GUEST_PORT)));
+            let ok = match (addr, session_addr) {
+                (Some(a), Some(want)) => a == want,
+                (Some(a), None) => a.parse::<std::net::Ipv4Addr>().is_ok(),
+                (None, _) => false,
+            };
+            if !ok {
+                return Err(bad("guest_url", format!("`{g}` is not http://<the session's address>:{}", crate::desktop::GUEST_PORT)));
+            }
+        }
+        for (i, p) in self.processes.iter().enumerate() {
+            let role_ok = !p.role.is_empty() && p.role.len() <= 32 && p.role.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+            if !role_ok {
+                return Err(bad(&format!("processes[{i}].role"), format!("`{}` is not a role (1 to 32 of a-z, 0-9, -)", p.role)));
+            }
+            if p.pid <= 0 || p.host_pid.is_some_and(|h| h <= 0) {
+                return Err(bad(&format!("processes[{i}].pid"), format!("{} (host {:?}) is not a process id", p.pid, p.host_pid)));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Session {
     pub fn parse(line: &str) -> Result<Session> {
         let s: Session = from_value(parse_line(line, SESSION)?)?;
@@ -401,6 +585,47 @@ impl Session {
                 if m.file_name().is_none_or(|n| n != "layer") || id.is_none_or(|id| crate::state::check_checkpoint_id(&id).is_err()) {
                     return Err(Error::bad_field("overlay.mapped", format!("{} is not the layer of a checkpoint's mapped files under {}", m.display(), crate::mapped::mapped_root().display())));
                 }
+            }
+            for (i, l) in ov.layers.iter().enumerate() {
+                crate::overlay::check_layer_path(l).map_err(|m| Error::bad_field(format!("overlay.layers[{i}]"), m))?;
+            }
+        }
+        if self.owner.pid <= 0 {
+            return Err(Error::bad_field("owner.pid", format!("{} is not a process id", self.owner.pid)));
+        }
+        if let Some(ns) = &self.ns {
+            ns.validate("ns")?;
+        }
+        if let Some(net) = &self.net {
+            net.validate("net")?;
+        }
+        if let Some(d) = &self.desktop {
+            d.validate("desktop", self.net.as_ref().map(|n| n.session_addr.as_str()))?;
+        }
+        self.validate_sections()
+    }
+
+    /// The sections other tools read without a type of their own here: `cgroup` (drums-cgroup; its paths
+    /// reach mkdir, rmdir, writes and CRIU's command line), `restore` (drums-reseed loads the checkpoint it
+    /// names), `pool` (the warm pool's scripts).
+    fn validate_sections(&self) -> Result<()> {
+        if let Some(cg) = self.section(crate::cgroup::SECTION) {
+            validate_cgroup(&self.id, cg)?;
+        }
+        if let Some(r) = self.section("restore") {
+            let id = checkpoint_id_member(r, "restore.checkpoint")?;
+            match r.get("checkpoint_dir") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(d)) if Path::new(d) == crate::state::checkpoint_root().join(id) => {}
+                Some(other) => return Err(Error::bad_field("restore.checkpoint_dir", format!("{other} is not {} (where checkpoint {id} lives)", crate::state::checkpoint_root().join(id).display()))),
+            }
+        }
+        if let Some(p) = self.section("pool") {
+            let id = checkpoint_id_member(p, "pool.checkpoint")?;
+            match p.get("spool") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(d)) if Path::new(d) == crate::state::pools_root().join(id) => {}
+                Some(other) => return Err(Error::bad_field("pool.spool", format!("{other} is not {} (checkpoint {id}'s pool)", crate::state::pools_root().join(id).display()))),
             }
         }
         Ok(())

@@ -11,6 +11,7 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub struct ReseedOptions {
@@ -87,22 +88,29 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
     let t0 = Instant::now();
     let mut times = HashMap::new();
     let ns = s.ns()?.clone();
-    if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
-        return Err(Error::failed(format!("session {}: its init is gone", s.id)));
-    }
+    // The checkpoint's record first: like the session's, it is checked before anything is done.
     let restore = s.section("restore").cloned();
     let checkpoint = match restore.as_ref().and_then(|r| r["checkpoint"].as_str()) {
         Some(id) => Some(crate::ckpt::load(id)?),
         None => None,
     };
+    if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
+        return Err(Error::failed(format!("session {}: its init is gone", s.id)));
+    }
 
     let t = Instant::now();
     let hostname = o.hostname.clone().unwrap_or_else(|| s.id.clone());
+    crate::record::check_hostname(&hostname).map_err(|m| Error::bad_input(format!("--hostname: {m}")))?;
+    // The session's /etc, not the host's: its root is opened from its init (checked to be the same
+    // process after the open), and the names are written inside it (crate::inroot). A link the session
+    // planted at /etc/hostname or /etc/machine-id is replaced by the new file, never followed; links in
+    // the directories above are followed inside the session's root and cannot leave its mount, so the
+    // worst a hostile session gets is its own files overwritten.
+    let root = crate::inroot::Root::of_process(ns.init_pid, Some(ns.init_start_time))?;
     set_hostname_in(ns.init_pid, &hostname)?;
     let machine_id = crate::state::random_hex(16);
-    let etc = format!("/proc/{}/root/etc", ns.init_pid);
-    std::fs::write(format!("{etc}/hostname"), format!("{hostname}\n")).ctx("write", format!("{etc}/hostname"))?;
-    std::fs::write(format!("{etc}/machine-id"), format!("{machine_id}\n")).ctx("write", format!("{etc}/machine-id"))?;
+    crate::inroot::replace_file(&root, Path::new("/etc/hostname"), format!("{hostname}\n").as_bytes(), 0o644, 0, 0)?;
+    crate::inroot::replace_file(&root, Path::new("/etc/machine-id"), format!("{machine_id}\n").as_bytes(), 0o644, 0, 0)?;
     times.insert("hostname_s".into(), t.elapsed().as_secs_f64());
 
     let t = Instant::now();
@@ -125,9 +133,20 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
                 continue;
             }
             let mem = format!("/proc/{host}/mem");
-            let f = std::fs::OpenOptions::new().write(true).open(&mem).ctx("open", &mem)?;
-            let zeros = vec![0u8; (w.end - w.start) as usize];
-            f.write_all_at(&zeros, w.start).ctx("zero a wipe-on-fork range", &mem)?;
+            let f = match std::fs::OpenOptions::new().write(true).open(&mem) {
+                Ok(f) => f,
+                // Gone since the listing (a renderer an earlier reseed replaced, exiting): nothing to zero.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) || e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("open", &mem, e)),
+            };
+            // In pieces: a range is bounded (Checkpoint::parse), but need not be small.
+            let zeros = vec![0u8; 1 << 16];
+            let mut at = w.start;
+            while at < w.end {
+                let n = (w.end - at).min(zeros.len() as u64) as usize;
+                f.write_all_at(&zeros[..n], at).ctx("zero a wipe-on-fork range", &mem)?;
+                at += n as u64;
+            }
             wiped_ranges += 1;
             wiped.insert(host);
         }

@@ -267,6 +267,11 @@ fn lowers_of(c: &Checkpoint) -> Result<(&crate::image::ImageRef, &crate::runtime
 
 /// Whether a checkpoint can be restored here; bad input (exit 3) when not, before anything is made.
 pub fn check_checkpoint(c: &Checkpoint) -> Result<()> {
+    // Closed to other host users at every use (drums(7), "Host-side file safety").
+    crate::state::private_root(&crate::state::checkpoint_root())?;
+    if c.mapped.is_some() {
+        crate::state::private_root(&crate::mapped::mapped_root())?;
+    }
     let inv = c.images.join("inventory.img");
     std::fs::metadata(&inv).ctx("checkpoint images", &inv)?;
     let (image, runtime) = lowers_of(c)?;

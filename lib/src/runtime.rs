@@ -95,11 +95,10 @@ pub fn install(bin: &Path) -> Result<RuntimeRef> {
     let dir = dir_for(bin)?;
     let root = runtime_root();
     let stamp = dir.file_name().expect("named by its stamp").to_string_lossy().into_owned();
+    crate::state::private_root(&root)?;
     if let Ok(r) = load(&dir) {
         return Ok(r);
     }
-    std::fs::create_dir_all(&root).ctx("create directory", &root)?;
-    std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ctx("chmod", &root)?;
     let tmp = root.join(format!(".{stamp}.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let made = (|| -> Result<()> {

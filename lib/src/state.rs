@@ -44,6 +44,44 @@ pub fn checkpoint_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/lib/drums/checkpoints"))
 }
 
+/// Root of read-only layers that sessions may be given by path (`drums-overlay create --layer`), besides
+/// checkpoints' own: $DRUMS_LAYER_DIR, default /var/lib/drums/layers.
+pub fn layers_root() -> PathBuf {
+    std::env::var_os("DRUMS_LAYER_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib/drums/layers"))
+}
+
+/// Make `root` (one of Drums' roots: state, checkpoints, mapped files, images, runtime layers) a
+/// directory no other host user can read or traverse (mode 0700), creating it (and its missing parents,
+/// with the usual modes) if needed, and fixing the mode of one that exists: every use does this, so a
+/// root made before, or by a script, is closed as soon as a tool touches it. Sessions' mounts sit below
+/// these roots (`/run/drums/sessions/ID/root` is a session's whole file tree), and a host user who could
+/// walk in could run a set-user-ID file a session planted, or read its files and a checkpoint's. Sessions
+/// still work: overlayfs reaches its layers with the credentials of whoever mounted it. A root that is not
+/// a directory, or is owned by another user than the tool's, is refused.
+pub fn private_root(root: &Path) -> crate::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    if let Some(parent) = root.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| crate::Error::io("create directory", parent, e))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(root) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(crate::Error::io("create directory", root, e)),
+    }
+    // Followed: a root may be a link the administrator made (to a larger disk); what it names is checked.
+    let m = std::fs::metadata(root).map_err(|e| crate::Error::io("stat", root, e))?;
+    if !m.is_dir() {
+        return Err(crate::Error::env(format!("{} is not a directory: Drums keeps its state in a directory of its own", root.display())));
+    }
+    if m.uid() != unsafe { libc::geteuid() } {
+        return Err(crate::Error::env(format!("{} belongs to uid {}, not to this tool's user: another user could change what Drums finds there", root.display(), m.uid())));
+    }
+    if m.mode() & 0o7777 != 0o700 {
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)).map_err(|e| crate::Error::io("chmod", root, e))?;
+    }
+    Ok(root.to_path_buf())
+}
+
 /// Prefix of every name Drums gives a kernel object (veth links, cgroup directories): the sweep's
 /// evidence that an unledgered object is Drums'.
 pub const NAME_PREFIX: &str = "drums";
@@ -111,5 +149,21 @@ mod tests {
         for bad in ["d-", "d-ABC", "d-../x", "x-0123", &format!("d-{}", "a".repeat(33))] {
             assert!(check_id(bad).is_err() && check_session_id(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn roots_are_made_private_and_fixed_on_use() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let t = std::env::temp_dir().join(format!("drums-private-root-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&t);
+        let root = t.join("a/root");
+        private_root(&root).unwrap();
+        assert_eq!(std::fs::metadata(&root).unwrap().mode() & 0o7777, 0o700);
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_root(&root).unwrap();
+        assert_eq!(std::fs::metadata(&root).unwrap().mode() & 0o7777, 0o700, "fixed on use");
+        std::fs::write(t.join("file"), b"").unwrap();
+        assert!(private_root(&t.join("file")).is_err(), "a file is refused");
+        std::fs::remove_dir_all(&t).unwrap();
     }
 }

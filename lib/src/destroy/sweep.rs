@@ -25,7 +25,7 @@
 //! holding a session in a creating or restoring phase (CRIU's restored tree) is never a leftover.
 
 use super::{fsops, links, DestroyOptions, DestroyReport};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::ledger::{Contents, Entry, Resource};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,7 +54,7 @@ pub fn lock(exclusive: bool, create: bool) -> Result<Option<SweepLock>> {
         return Ok(None);
     }
     if create {
-        std::fs::create_dir_all(&root).ctx("create state root", &root)?;
+        crate::state::private_root(&root)?;
     }
     let f = match std::fs::OpenOptions::new().read(true).write(create).create(create).open(&path) {
         Ok(f) => f,

@@ -1,7 +1,7 @@
 //! The desktop user the guest acts as: looked up in the session's own /etc/passwd and /etc/group (the
 //! template layer's copies), not through NSS, so the answer is the session's whatever the host uses.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -16,17 +16,19 @@ pub struct Account {
 }
 
 impl Account {
-    /// Look `name` up in `<root>/etc/passwd` and `<root>/etc/group`.
+    /// Look `name` up in `<root>/etc/passwd` and `<root>/etc/group`. `root` is a session's root as the
+    /// host sees it (`/proc/PID/root`) or `/` inside one: the files are read inside it, links in them
+    /// followed as the session would, never out of it (crate::inroot); what they say is the session's.
     pub fn lookup_in(root: &Path, name: &str) -> Result<Account> {
-        let passwd_path = root.join("etc/passwd");
-        let passwd = std::fs::read_to_string(&passwd_path).ctx("read", &passwd_path)?;
+        let tree = crate::inroot::Root::open(root, crate::inroot::Links::InRoot)?;
+        let passwd_path = tree.shown(Path::new("etc/passwd"));
+        let passwd = crate::inroot::read_to_string(&tree, Path::new("etc/passwd"))?;
         let mut acct = passwd
             .lines()
             .find_map(|l| parse_passwd_line(l).filter(|a| a.name == name))
             .ok_or_else(|| Error::env(format!("{}: no user `{name}` (is the session template layer mounted?)", passwd_path.display())))?;
-        let group_path = root.join("etc/group");
         // A missing /etc/group only loses supplementary groups; the primary group still applies.
-        if let Ok(group) = std::fs::read_to_string(&group_path) {
+        if let Ok(group) = crate::inroot::read_to_string(&tree, Path::new("etc/group")) {
             for l in group.lines() {
                 let f: Vec<&str> = l.split(':').collect();
                 if f.len() < 4 {
