@@ -131,6 +131,10 @@ pub struct SweepReport {
     pub unledgered: Unledgered,
     /// How many things are still there that the sweep wanted gone (with --dry-run: would remove).
     pub left: usize,
+    /// The session firewall, checked (and put back if it was changed) while any session remains, so that
+    /// live sessions do not stay unprotected until the next one is made: `verified`, `no sessions`,
+    /// `not checked (dry run)`, or why it could not be (then counted in `left`).
+    pub firewall: String,
 }
 
 /// Sweep: destroy orphaned sessions, then unledgered leftovers. Takes the sweep lock.
@@ -148,6 +152,7 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
         destroyed: vec![],
         unledgered: Unledgered::default(),
         left: 0,
+        firewall: String::new(),
     };
     for dir in session_dirs() {
         // Only a directory named like a session is one: anything else put here is not Drums' to remove.
@@ -175,6 +180,19 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
     }
     unledgered(opts, now, &mut rep.unledgered);
     rep.left += if dry { rep.unledgered.planned.len() } else { rep.unledgered.left.len() };
+    rep.firewall = if dry {
+        "not checked (dry run)".into()
+    } else if session_dirs().is_empty() {
+        "no sessions".into()
+    } else {
+        match crate::net::ensure_firewall() {
+            Ok(()) => "verified".into(),
+            Err(e) => {
+                rep.left += 1;
+                format!("could not be verified: {e}")
+            }
+        }
+    };
     Ok(rep)
 }
 
