@@ -143,6 +143,8 @@ fn launch_screenshot_and_windows_with_a_real_browser() {
     let log = d.log_text();
     let pid: i32 = log.split("launched pid ").nth(1).and_then(|r| r.split(':').next()).and_then(|p| p.parse().ok()).expect("the launch is logged with its pid");
     unsafe { libc::kill(-pid, libc::SIGTERM) };
+    // Its profile is written until the last of its processes exits: remove the directory after that.
+    wait_for(10, || unsafe { libc::kill(-pid, 0) } != 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
