@@ -6,6 +6,8 @@ started to drums-ready's exit with the session ready:
   cold             pipelines/cold.sh (drums-overlay, drums-ns, drums-desktop, drums-ready)
   restore          drums-restore | drums-reseed | drums-ready      (the usable restore: clone hygiene on)
   restore_raw      drums-restore | drums-ready                      (NOT usable: siblings are clones)
+  cold_nocg, restore_nocg   cold and restore without cgroups (DRUMS_CGROUP_ARGS=none, drums-restore
+                   --no-cgroup): the other arms run under the default limits; these two price them
 Starts are interleaved (cold, restore, restore_raw, cold, ...) so that machine noise hits every arm alike;
 each session is destroyed (untimed) before the next start. The ratio cold p50 / restore p50 comes with a
 bootstrap 95% interval (resampling both arms, 2000 draws).
@@ -18,11 +20,14 @@ process in each session (smaps_rollup), the mean over the live sessions.
 Prints one JSON object. Every figure carries its unit, sample count and method. The benchmark holds the test
 suite's session lock (/run/drums/test.lock) while it runs, so it never measures beside the tests.
 Usage: pipelines/bench.py [--starts 20] [--arms cold,restore,restore_raw] [--mem-sessions 6] [--out FILE]
+       pipelines/bench.py --arms cold,restore,cold_nocg,restore_nocg --mem-sessions 0   (what the limits cost)
 """
 import argparse, fcntl, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, summary, used_mib  # noqa: E402
+
+NO_CGROUP_ENV = dict(ENV, DRUMS_CGROUP_ARGS="none")
 
 
 
@@ -32,12 +37,12 @@ from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, remove_checkpoint
 def start(arm, ckpt):
     """One start of an arm; returns (seconds to agent-ready, final record text)."""
     t0 = time.monotonic()
-    if arm == "cold":
-        out = sh([os.path.join(HERE, "pipelines/cold.sh")])
+    if arm in ("cold", "cold_nocg"):
+        out = sh([os.path.join(HERE, "pipelines/cold.sh")], env=NO_CGROUP_ENV if arm == "cold_nocg" else None)
     else:
-        restored = sh(["drums-restore"], stdin=ckpt)
+        restored = sh(["drums-restore"] + (["--no-cgroup"] if arm == "restore_nocg" else []), stdin=ckpt)
         try:
-            mid = sh(["drums-reseed"], stdin=restored) if arm == "restore" else restored
+            mid = sh(["drums-reseed"], stdin=restored) if arm in ("restore", "restore_nocg") else restored
             out = sh(["drums-ready"], stdin=mid)
         except Exception:
             destroy(restored)
@@ -109,24 +114,40 @@ def main():
         result["checkpoint"] = {"dump_s": round(c["dump_s"], 3), "ckpt_tool_s": round(time.monotonic() - t0, 3), "image_mib": round(c["image_bytes"] / 2**20, 1),
                                 "layer_kib": round(c["layer_bytes"] / 1024, 1), "n": 1, "method": "criu dump wall time inside drums-ckpt; whole drums-ckpt call"}
     times = {arm: [] for arm in arms}
-    breakdown = []
+    limits = {}
+    breakdown, breakdown_nocg = [], []
     try:
         for i in range(a.starts):
             for arm in arms:
                 dt, out = start(arm, ckpt)
                 times[arm].append(dt)
                 rec = json.loads(out)
+                limits.setdefault(arm, (rec.get("cgroup") or {}).get("requested"))
+                if arm == "restore_nocg":
+                    breakdown_nocg.append(rec["restore"]["times"])
                 if arm == "restore":
                     breakdown.append({"restore": rec["restore"]["times"], "reseed_s": rec["reseed"]["total_s"], "reseed": rec["reseed"]["times"], "ready_s": rec["ready"]["ready_s"]})
                 destroy(out)
             print(f"bench: start {i + 1}/{a.starts}", file=sys.stderr)
         result["time_to_agent_ready"] = {arm: summary(times[arm]) for arm in arms}
+        result["session_limits"] = dict(limits, method="cgroup.requested of each arm's first session (the tools' default limits unless DRUMS_CGROUP_ARGS says others); null: no cgroups")
         if "restore_raw" in times:
             result["time_to_agent_ready"]["restore_raw"]["label"] = "NOT a usable restore: no clone hygiene"
         if "cold" in times and "restore" in times:
             c50, r50 = statistics.median(times["cold"]), statistics.median(times["restore"])
             result["ratio_cold_p50_over_restore_p50"] = {"value": round(c50 / r50, 2), "bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times["cold"], times["restore"])],
                                                          "p95_restore_not_worse": pct(times["restore"], 0.95) <= pct(times["cold"], 0.95), "n_each": a.starts}
+        if "cold_nocg" in times and "restore_nocg" in times:
+            c50, r50 = statistics.median(times["cold_nocg"]), statistics.median(times["restore_nocg"])
+            result["ratio_cold_nocg_p50_over_restore_nocg_p50"] = {"value": round(c50 / r50, 2), "bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times["cold_nocg"], times["restore_nocg"])], "n_each": a.starts}
+        for arm in ("cold", "restore"):
+            if arm in times and arm + "_nocg" in times:
+                result.setdefault("limits_cost", {"method": "p50 with the default limits over p50 without cgroups, bootstrap 95%, same run, interleaved"})[arm] = {
+                    "p50_ratio": round(statistics.median(times[arm]) / statistics.median(times[arm + "_nocg"]), 3),
+                    "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[arm], times[arm + "_nocg"])],
+                    "p50_difference_s": round(statistics.median(times[arm]) - statistics.median(times[arm + "_nocg"]), 4)}
+        if breakdown_nocg:
+            result["restore_nocg_breakdown_p50_s"] = {k: round(statistics.median(b[k] for b in breakdown_nocg), 4) for k in breakdown_nocg[0]}
         if breakdown:
             keys = breakdown[0]["restore"].keys()
             result["restore_breakdown_p50_s"] = {k: round(statistics.median(b["restore"][k] for b in breakdown), 3) for k in keys}
@@ -135,7 +156,7 @@ def main():
             for k in breakdown[0]["reseed"].keys():
                 result["restore_breakdown_p50_s"]["reseed." + k] = round(statistics.median(b["reseed"][k] for b in breakdown), 4)
         if a.mem_sessions > 0:
-            result["memory"] = {arm: memory(arm, ckpt, a.mem_sessions, a.settle) for arm in arms if arm != "restore_raw"}
+            result["memory"] = {arm: memory(arm, ckpt, a.mem_sessions, a.settle) for arm in arms if arm in ("cold", "restore")}
             if "cold" in result["memory"] and "restore" in result["memory"]:
                 m = result["memory"]
                 result["memory"]["restore_over_cold_slope"] = round(m["restore"]["per_added_session_mib"] / m["cold"]["per_added_session_mib"], 3)

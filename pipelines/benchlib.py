@@ -9,8 +9,8 @@ ENV["PATH"] = os.path.join(HERE, "target/release") + ":" + ENV.get("PATH", "")
 ENV["DRUMS_OWNER"] = str(os.getpid())
 
 
-def sh(cmd, stdin=None, check=True):
-    p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=ENV, shell=isinstance(cmd, str))
+def sh(cmd, stdin=None, check=True, env=None):
+    p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env or ENV, shell=isinstance(cmd, str))
     if check and p.returncode != 0:
         raise RuntimeError(f"{cmd}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
     return p.stdout

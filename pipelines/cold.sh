@@ -2,8 +2,9 @@
 # The cold path: a new session from nothing to agent-ready; prints its session record.
 #   pipelines/cold.sh > session.json        destroy it with: drums-sweep < session.json
 # Extra arguments per stage: DRUMS_OVERLAY_ARGS, DRUMS_NS_ARGS, DRUMS_DESKTOP_ARGS, DRUMS_READY_ARGS.
-# DRUMS_CGROUP_ARGS, when set (even empty), puts the session under cgroup limits: drums-cgroup create runs
-# between drums-ns and drums-desktop with those arguments (e.g. "--cpus 2 --memory 4G --pids 4096").
+# Every session is under cgroup limits: drums-cgroup create runs between drums-ns and drums-desktop with
+# DRUMS_CGROUP_ARGS (e.g. "--memory 8G --pids 2048"); unset or empty, drums-cgroup's defaults
+# (drums-cgroup(1)); DRUMS_CGROUP_ARGS=none makes no cgroups (no limits, no freezer).
 # The session's owner (drums(7)) is DRUMS_OWNER, default the process that runs this script's caller.
 # If a stage fails, the partial session is destroyed from its ledger before the script exits.
 set -euo pipefail
@@ -22,10 +23,10 @@ fail() {
 # shellcheck disable=SC2086
 drums-overlay create ${DRUMS_OVERLAY_ARGS:-} > "$stage/1" || fail $?
 drums-ns create ${DRUMS_NS_ARGS:-} < "$stage/1" > "$stage/2" || fail $?
-if [ -n "${DRUMS_CGROUP_ARGS+set}" ]; then
+if [ "${DRUMS_CGROUP_ARGS:-}" != none ]; then
   # Limits before the desktop starts: on cgroup v1 memory already used stays charged to the old cgroup.
   # shellcheck disable=SC2086
-  drums-cgroup create $DRUMS_CGROUP_ARGS < "$stage/2" > "$stage/2c" || fail $?
+  drums-cgroup create ${DRUMS_CGROUP_ARGS:-} < "$stage/2" > "$stage/2c" || fail $?
   mv "$stage/2c" "$stage/2"
 fi
 drums-desktop start ${DRUMS_DESKTOP_ARGS:-} < "$stage/2" > "$stage/3" || fail $?

@@ -34,7 +34,7 @@ Options:
   --blocks LIST          arms of the blocks in order, comma-separated
                          (default post_setup,no_reuse,no_reuse,post_setup)
   --concurrency N        rollouts run at a time within a block (default 1)
-  --limits C,M,P         per-session cgroup limits: CPUs, memory, tasks (default 2,4G,4096)
+  --limits C,M,P         per-session cgroup limits: CPUs, memory, tasks (default: drums-cgroup's)
   --reset MODE           post_setup's reset after the checkpoint: restore (default: restore, reseed,
                          ready per rollout) or pool (a warm pool of the checkpoint, filled outside
                          the block clock; each reset takes a parked sibling)
@@ -66,7 +66,7 @@ task=$here/tests/data/osworld-e0df059f.json
 rollouts=3
 blocks=post_setup,no_reuse,no_reuse,post_setup
 concurrency=1
-limits=2,4G,4096
+limits=
 interval=200ms
 reset_mode=restore
 out=
@@ -89,8 +89,13 @@ while [ $# -gt 0 ]; do
 done
 [[ $rollouts =~ ^[1-9][0-9]*$ ]] || die 2 usage "--rollouts $rollouts: a positive integer"
 [[ $concurrency =~ ^[1-9][0-9]*$ ]] || die 2 usage "--concurrency $concurrency: a positive integer"
-[[ $limits =~ ^([0-9.]+),([0-9]+[KMGT]?),([0-9]+)$ ]] || die 2 usage "--limits $limits: expected CPUS,MEMORY,PIDS like 2,4G,4096"
-cg_args=(--cpus "${BASH_REMATCH[1]}" --memory "${BASH_REMATCH[2]}" --pids "${BASH_REMATCH[3]}")
+# Unset: the tools' own default limits (drums-cgroup(1)), applied by drums-cgroup create and drums-restore.
+cg_args=() restore_cg=()
+if [ -n "$limits" ]; then
+  [[ $limits =~ ^([0-9.]+),([0-9]+[KMGT]?),([0-9]+)$ ]] || die 2 usage "--limits $limits: expected CPUS,MEMORY,PIDS like 2,4G,4096"
+  cg_args=(--cpus "${BASH_REMATCH[1]}" --memory "${BASH_REMATCH[2]}" --pids "${BASH_REMATCH[3]}")
+  restore_cg=(--cgroup "$limits")
+fi
 IFS=, read -r -a arms <<< "$blocks"
 [ ${#arms[@]} -gt 0 ] || die 2 usage "--blocks: no arm given"
 for a in "${arms[@]}"; do
@@ -189,7 +194,7 @@ cold_session() { # LOG
   return 5
 }
 restore_session() { # CHECKPOINT-RECORD-FILE LOG
-  "$here/pipelines/restore.sh" --count 1 --cgroup "$limits" < "$1" 2>>"$2"
+  "$here/pipelines/restore.sh" --count 1 "${restore_cg[@]}" < "$1" 2>>"$2"
 }
 # Put a new session in place for a lane: live/ (so that it is destroyed if the driver stops), its
 # telemetry watcher, the lane's record file.
@@ -351,7 +356,7 @@ block() { # BLOCK ARM
     kill -USR1 "$hostmon" 2>/dev/null
     now tf0
     jq -r .id "$out/tmp/ckpt.$b.json" > "$out/tmp/pool.$b"
-    "$here/pipelines/pool-fill.sh" --depth "$want" --cgroup "$limits" < "$out/tmp/ckpt.$b.json" > "$out/pool/block$b.fill.jsonl" 2>>"$log"
+    "$here/pipelines/pool-fill.sh" --depth "$want" "${restore_cg[@]}" < "$out/tmp/ckpt.$b.json" > "$out/pool/block$b.fill.jsonl" 2>>"$log"
     now tf1; fill_us=$((tf1 - tf0))
     kill -USR2 "$hostmon" 2>/dev/null
     parked=$(jq -r 'select(.type == "pool_fill") | .depth' "$out/pool/block$b.fill.jsonl" 2>/dev/null | tail -1)
@@ -412,13 +417,13 @@ block() { # BLOCK ARM
       fault: (if $fault == "" then null else $fault end)}' > "$out/raw/block$b.json"
 }
 
-log "task $task, blocks $blocks, $rollouts rollouts per block, concurrency $concurrency, limits $limits, post_setup reset $reset_mode, tools $(dirname "$(command -v drums-ns)")"
+log "task $task, blocks $blocks, $rollouts rollouts per block, concurrency $concurrency, limits ${limits:-defaults}, post_setup reset $reset_mode, tools $(dirname "$(command -v drums-ns)")"
 now run0
 for b in "${!arms[@]}"; do
   block "$b" "${arms[$b]#drums_}"
 done
 now run1
-"$py" "$here/pipelines/first_check_report.py" summarize --out "$out" --task "$task" --limits "$limits" \
+"$py" "$here/pipelines/first_check_report.py" summarize --out "$out" --task "$task" --limits "${limits:-defaults}" \
   --concurrency "$concurrency" --blocks "$blocks" --reset "$reset_mode" --run-s "$(secs $((run1 - run0)))" --tools "$(dirname "$(command -v drums-ns)")"
 rc=$?
 # The summary's own answer is 0 or 1; anything else is the summary helper failing, not a rollout.

@@ -154,7 +154,7 @@ def main():
             "pss_mean_mib": round(statistics.mean(pss), 1) if pss else None,
             "pss_method": "sum of Pss (smaps_rollup) over every process in a parked sibling's PID namespace, mean over the parked siblings",
             "cgroup_mean_mib": round(statistics.mean(cg), 1) if cg else None,
-            "cgroup_method": "the parked sibling's own memory cgroup charge (v1 memory.usage_in_bytes, v2 memory.current), mean over the parked siblings. drums-restore runs CRIU inside the sibling's cgroups, so the pages it restores are charged there (cgroup v1 never moves charges afterwards)",
+            "cgroup_method": "the parked sibling's own memory cgroup charge (v1 memory.usage_in_bytes, v2 memory.current), mean over the parked siblings. CRIU's root task moves itself into the sibling's cgroups before it restores any memory, so the pages it restores are charged there (cgroup v1 never moves charges afterwards)",
             "n": len(pss),
         }
         pool.fill(a.depth)

@@ -11,7 +11,8 @@
 #   --max-sessions N     count ceiling: never restore while the machine has N Drums sessions (default 32)
 #   --min-available SIZE memory ceiling: never restore while MemAvailable is below SIZE (default 2G)
 #   --max-age SECONDS    destroy parked siblings older than this
-#   --cgroup SPEC        drums-restore --cgroup for each sibling (default 2,4G,4096; none: no cgroups)
+#   --cgroup SPEC        drums-restore --cgroup for each sibling (default: drums-restore's, the default
+#                        limits of drums-cgroup(1); none: drums-restore --no-cgroup, parked running)
 #   --no-freeze          park siblings running (default: frozen through the cgroup freezer)
 #   --ksm                drums-restore --ksm: identical pages of parked siblings may be merged (opt-in)
 # Prints one "pool_parked" record per parked sibling and a "pool_fill" summary last. Exit 0 when it
@@ -24,7 +25,7 @@ pool_bin=${0%/*}
 [ "$pool_bin" != "$0" ] || pool_bin=.
 . "$pool_bin/pool-lib.sh"
 
-ckpt_id="" depth=4 loop="" count="" max_sessions=32 min_avail=2G max_age="" cgroup=2,4G,4096 freeze=1 ksm=0
+ckpt_id="" depth=4 loop="" count="" max_sessions=32 min_avail=2G max_age="" cgroup="" freeze=1 ksm=0
 while [ $# -gt 0 ]; do
   case $1 in
     --checkpoint) ckpt_id=${2:?}; shift 2 ;;
@@ -74,7 +75,11 @@ fi
 export DRUMS_OWNER=$$
 me_start=$(pool_start_time $$)
 restore_args=()
-[ "$cgroup" = none ] || restore_args+=(--cgroup "$cgroup")
+case $cgroup in
+  none) restore_args+=(--no-cgroup) ;;
+  "") ;;
+  *) restore_args+=(--cgroup "$cgroup") ;;
+esac
 [ -n "$ckpt_rec" ] || restore_args+=(--checkpoint "$ckpt_id")
 [ "$ksm" = 0 ] || restore_args+=(--ksm)
 shopt -s nullglob

@@ -447,16 +447,19 @@ fn restore_path_siblings_in_their_own_cgroups() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
+    // Explicit limits through cold.sh's drums-cgroup stage (the defaults are tests/limits.rs's).
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())
+        .env("DRUMS_CGROUP_ARGS", "--cpus 2 --memory 3G --pids 3000")
         .output()
         .unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
-    guard.0.push(text(&o.stdout).trim().to_string());
-    let src = run_ok("drums-cgroup", &["create", "--cpus", "2", "--memory", "4G", "--pids", "4096"], &text(&o.stdout));
-    guard.0[0] = src.trim().to_string();
+    let src = text(&o.stdout);
+    guard.0.push(src.trim().to_string());
     let src_v: serde_json::Value = serde_json::from_str(src.trim()).unwrap();
+    assert_eq!(src_v["cgroup"]["read_back"]["memory_bytes"], 3u64 << 30, "{}", src_v["cgroup"]);
+    assert_eq!(src_v["cgroup"]["read_back"]["pids_max"], 3000);
     let src_id = src_v["id"].as_str().unwrap().to_string();
     let x: serde_json::Value = serde_json::from_str(run_ok("drums-cgroup", &["watch", "--samples", "1"], &src).trim()).unwrap();
     assert!(x["memory_current_bytes"].as_u64().is_some() && x["cpu_usage_ns"].as_u64().is_some(), "cold arm: {x}");
@@ -500,7 +503,8 @@ fn restore_path_siblings_in_their_own_cgroups() {
             assert!(!m.join(drums::cgroup::PARENT).join(id).exists(), "sibling cgroup left in {}", m.display());
         }
     }
-    if let Some(dir) = ckpt_v["dir"].as_str() {
+    // The checkpoint and its mapped files (drums-ckpt(1)), which live in a directory of their own.
+    for dir in [ckpt_v["dir"].as_str(), ckpt_v["mapped"]["dir"].as_str()].into_iter().flatten() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }

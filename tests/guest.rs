@@ -143,6 +143,8 @@ fn launch_screenshot_and_windows_with_a_real_browser() {
     let log = d.log_text();
     let pid: i32 = log.split("launched pid ").nth(1).and_then(|r| r.split(':').next()).and_then(|p| p.parse().ok()).expect("the launch is logged with its pid");
     unsafe { libc::kill(-pid, libc::SIGTERM) };
+    // Its profile is written until the last of its processes exits: remove the directory after that.
+    wait_for(10, || unsafe { libc::kill(-pid, 0) } != 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -387,4 +389,161 @@ fn command_line_and_stopping() {
     assert!(r.json()["message"].as_str().unwrap().contains(":59"), "{}", r.text());
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+/// The guest's peak resident memory (VmHWM), bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse().ok()).expect("VmHWM");
+    kb << 10
+}
+
+/// Files named like the guest's upload spool in the host's /tmp (the guest runs on the host here).
+fn spooled() -> Vec<String> {
+    std::fs::read_dir("/tmp").unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("drums_upload_")).collect()
+}
+
+/// Everything below `dir`, relative, sorted.
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    fn walk(d: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            out.push(e.path().strip_prefix(base).unwrap().display().to_string());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&e.path(), base, out);
+            }
+        }
+    }
+    let mut v = vec![];
+    walk(dir, dir, &mut v);
+    v.sort();
+    v
+}
+
+/// An upload with its body sent chunked (no Content-Length), as a streaming client sends it.
+fn upload_chunked(addr: std::net::SocketAddr, content_type: &str, body: &[u8]) -> Resp {
+    let mut req = format!("POST /setup/upload HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n\r\n").into_bytes();
+    for c in body.chunks(64 << 10) {
+        req.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+        req.extend_from_slice(c);
+        req.extend_from_slice(b"\r\n");
+    }
+    req.extend_from_slice(b"0\r\n\r\n");
+    raw(addr, &req)
+}
+
+/// --max-upload: an upload up to the bound lands; one byte more is refused with 413 in either part order,
+/// with or without a Content-Length, and leaves nothing: no file, no directory made for it, no spool file.
+/// Within the bound a large file is streamed to disk in either order, never held in the guest's memory.
+#[test]
+fn uploads_past_the_bound_are_refused_and_leave_nothing() {
+    let mut d = Desktop::start_with("nobody", 640, 480, &["--max-upload", "1M"]);
+    assert!(d.log_text().contains("max upload 1048576 bytes"), "{}", d.log_text());
+    let dir = tmpdir("bound");
+    let spool_before = spooled();
+    let at_bound: Vec<u8> = (0..1u32 << 20).map(|i| (i % 253) as u8).collect();
+    let target = dir.join("fits.bin");
+    let (ct, body) = multipart(&[("file_path", None, target.to_str().unwrap().as_bytes()), ("file_data", Some("f"), &at_bound)]);
+    let r = request(d.addr, "POST", "/setup/upload", Some(&ct), &body);
+    assert_eq!((r.status, r.text()), (200, format!("File Uploaded: {} bytes", 1 << 20)), "exactly the bound is taken");
+    assert_eq!(std::fs::read(&target).unwrap(), at_bound);
+    std::fs::remove_file(&target).unwrap();
+
+    let over: Vec<u8> = (0..(1u32 << 20) + 1).map(|i| (i % 251) as u8).collect();
+    let far_over = vec![7u8; 3 << 20];
+    let deep = dir.join("new/deeper/over.bin");
+    let deep_s = deep.to_str().unwrap().as_bytes();
+    let cases: Vec<(&str, (String, Vec<u8>), bool)> = vec![
+        ("path first, one byte over", multipart(&[("file_path", None, deep_s), ("file_data", Some("o"), &over)]), false),
+        ("data first, one byte over", multipart(&[("file_data", Some("o"), &over), ("file_path", None, deep_s)]), false),
+        ("Content-Length far over the bound", multipart(&[("file_path", None, deep_s), ("file_data", Some("o"), &far_over)]), false),
+        ("chunked, path first", multipart(&[("file_path", None, deep_s), ("file_data", Some("o"), &over)]), true),
+        ("chunked, data first", multipart(&[("file_data", Some("o"), &far_over), ("file_path", None, deep_s)]), true),
+    ];
+    for (what, (ct, body), chunked) in &cases {
+        let r = if *chunked { upload_chunked(d.addr, ct, body) } else { request(d.addr, "POST", "/setup/upload", Some(ct), body) };
+        assert_eq!(r.status, 413, "{what}: {}", r.text());
+        assert!(r.json()["error"].as_str().unwrap().contains("1048576 bytes"), "{what}: {}", r.text());
+        assert_eq!(listing(&dir), Vec::<String>::new(), "{what}: something was left in {}", dir.display());
+        assert_eq!(spooled(), spool_before, "{what}: a spool file was left in /tmp");
+    }
+    assert!(d.log_text().contains("/setup/upload refused"), "the refusal is logged: {}", d.log_text());
+    // The server goes on serving uploads.
+    let (ct, body) = multipart(&[("file_path", None, target.to_str().unwrap().as_bytes()), ("file_data", Some("f"), b"after")]);
+    assert_eq!(request(d.addr, "POST", "/setup/upload", Some(&ct), &body).status, 200);
+    assert!(d.guest_alive(), "drums-guest died; log:\n{}", d.log_text());
+    drop(d);
+
+    // The default bound (1 GiB): 256 MiB in either part order is written through to its file, and the
+    // guest's peak memory grows by far less than the file.
+    let d = Desktop::start("nobody", 640, 480);
+    assert!(d.log_text().contains(&format!("max upload {} bytes, max output {} bytes per stream", 1u64 << 30, 16u64 << 20)), "{}", d.log_text());
+    let big: Vec<u8> = (0..256u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+    let before = peak_rss(d.guest_pid);
+    for (i, first) in ["file_path", "file_data"].iter().enumerate() {
+        let t = dir.join(format!("big{i}.bin"));
+        let parts: Vec<(&str, Option<&str>, &[u8])> = if *first == "file_path" {
+            vec![("file_path", None, t.to_str().unwrap().as_bytes()), ("file_data", Some("b"), &big)]
+        } else {
+            vec![("file_data", Some("b"), &big), ("file_path", None, t.to_str().unwrap().as_bytes())]
+        };
+        let (ct, body) = multipart(&parts);
+        let r = request(d.addr, "POST", "/setup/upload", Some(&ct), &body);
+        assert_eq!((r.status, r.text()), (200, format!("File Uploaded: {} bytes", big.len())), "{first} first");
+        assert!(std::fs::read(&t).unwrap() == big, "{first} first: the file differs from the upload");
+        std::fs::remove_file(&t).unwrap();
+    }
+    let grew = peak_rss(d.guest_pid).saturating_sub(before);
+    eprintln!("guest peak RSS grew by {} MiB over two 256 MiB uploads", grew >> 20);
+    assert!(grew < 64 << 20, "the guest held an upload in memory: its peak RSS grew by {} MiB", grew >> 20);
+    assert_eq!(spooled(), spool_before, "a spool file was left in /tmp");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// --max-output: a command printing past the bound gets OSWorld's answer with each stream cut to its first
+/// bytes, `truncated` saying what was kept and dropped, and a line in the guest's log; the command still
+/// runs to its end (its pipe is drained), the guest's memory stays bounded, and the server keeps answering.
+#[test]
+fn output_past_the_bound_is_truncated_and_the_server_keeps_answering() {
+    let mut d = Desktop::start_with("nobody", 640, 480, &["--max-output", "64K"]);
+    let bound = 64usize << 10;
+    let two_streams = "import sys; sys.stdout.write('a' * 200000); sys.stderr.write('b' * 100000)";
+    let r = post_json(d.addr, "/execute", &json!({"command": ["python3", "-c", two_streams]}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!((v["status"].clone(), v["returncode"].clone()), (json!("success"), json!(0)), "{v}");
+    assert_eq!(v["output"].as_str().unwrap(), "a".repeat(bound));
+    assert_eq!(v["error"].as_str().unwrap(), "b".repeat(bound));
+    assert_eq!(
+        v["truncated"],
+        json!({"output": {"kept_bytes": bound, "dropped_bytes": 200000 - bound}, "error": {"kept_bytes": bound, "dropped_bytes": 100000 - bound}})
+    );
+    let mut keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["error", "output", "returncode", "status", "truncated"], "OSWorld's fields plus `truncated`: {v}");
+    // Within the bound the answer is OSWorld's exactly: no `truncated`.
+    let r = post_json(d.addr, "/execute", &json!({"command": ["printf", "%s", "small"]}));
+    assert_eq!(r.json(), json!({"status": "success", "output": "small", "error": "", "returncode": 0}));
+    // The script endpoints too (run_bash_script merges stderr into `output`).
+    let r = post_json(d.addr, "/run_bash_script", &json!({"script": "head -c 100000 /dev/zero | tr '\\0' x; head -c 100000 /dev/zero | tr '\\0' y >&2"}));
+    let v = r.json();
+    assert_eq!((v["status"].clone(), v["output"].as_str().unwrap().len()), (json!("success"), bound), "{}", &r.text()[..200]);
+    assert_eq!(v["truncated"], json!({"output": {"kept_bytes": bound, "dropped_bytes": 200000 - bound}}));
+    let r = post_json(d.addr, "/run_python", &json!({"code": "print('p' * 100000)"}));
+    let v = r.json();
+    assert_eq!((v["status"].clone(), v["return_code"].clone(), v["output"].as_str().unwrap().len()), (json!("success"), json!(0), bound));
+    assert_eq!(v["truncated"]["output"], json!({"kept_bytes": bound, "dropped_bytes": 100001 - bound}));
+    // 256 MiB of output: the command is not blocked on its pipe, the guest does not hold it.
+    let before = peak_rss(d.guest_pid);
+    let t0 = std::time::Instant::now();
+    let r = post_json(d.addr, "/execute", &json!({"command": "head -c 268435456 /dev/zero", "shell": true}));
+    let v = r.json();
+    assert_eq!((r.status, v["returncode"].clone()), (200, json!(0)), "{}", &r.text()[..200.min(r.text().len())]);
+    assert_eq!(v["truncated"]["output"], json!({"kept_bytes": bound, "dropped_bytes": (256u64 << 20) - bound as u64}));
+    assert!(t0.elapsed().as_secs() < 60, "256 MiB of output took {:?}", t0.elapsed());
+    let grew = peak_rss(d.guest_pid).saturating_sub(before);
+    assert!(grew < 32 << 20, "the guest held the output: its peak RSS grew by {} MiB", grew >> 20);
+    assert!(d.log_text().contains("truncated at --max-output"), "the truncation is logged: {}", d.log_text());
+    assert!(d.guest_alive(), "drums-guest died; log:\n{}", d.log_text());
+    let r = post_json(d.addr, "/execute", &json!({"command": ["echo", "still here"]}));
+    assert_eq!(r.json(), json!({"status": "success", "output": "still here\n", "error": "", "returncode": 0}));
 }

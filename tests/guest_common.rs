@@ -116,6 +116,11 @@ pub struct Desktop {
 impl Desktop {
     /// `user`: the account drums-guest acts as (`nobody` proves commands do not run as root).
     pub fn start(user: &str, width: u32, height: u32) -> Desktop {
+        Desktop::start_with(user, width, height, &[])
+    }
+
+    /// As `start`, with more options for drums-guest.
+    pub fn start_with(user: &str, width: u32, height: u32, guest_args: &[&str]) -> Desktop {
         require_root();
         let (display, xvfb) = start_xvfb(width, height);
         let mut procs = vec![xvfb];
@@ -128,6 +133,7 @@ impl Desktop {
         procs.push(wm);
         let mut guest = Command::new(tool("drums-guest"))
             .args(["--listen", "127.0.0.1:0", "--display", &display, "--user", user])
+            .args(guest_args)
             // What drums-desktop gives it in a session.
             .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
             .env("HOME", "/root")

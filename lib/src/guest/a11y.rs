@@ -20,8 +20,13 @@ pub async fn tree(g: &Guest) -> Result<String, String> {
         cwd: None,
         merge_stderr: false,
         timeout: TIMEOUT,
+        max_output: usize::try_from(g.bounds.max_output).unwrap_or(usize::MAX),
     };
     match exec::run(spec).await {
+        // Cut XML is no tree: say so rather than answer a part of it.
+        Ok(o) if o.code == 0 && o.stdout_dropped > 0 => {
+            Err(format!("the accessibility tree is larger than --max-output ({} bytes; {} more)", o.stdout.len(), o.stdout_dropped))
+        }
         Ok(o) if o.code == 0 => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
         Ok(o) => Err(format!("the AT-SPI walk failed (exit {}): {}", o.code, String::from_utf8_lossy(&o.stderr).trim())),
         Err(RunError::Timeout) => Err(format!("the AT-SPI walk took longer than {} s", TIMEOUT.as_secs())),

@@ -9,11 +9,14 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 /// What a child produced. `code` follows Python's `returncode`: the exit status, or minus the signal
-/// that killed it.
+/// that killed it. Each stream holds at most `Spec::max_output` bytes; what came beyond is counted in
+/// `*_dropped`.
 #[derive(Debug)]
 pub struct Outcome {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    pub stdout_dropped: u64,
+    pub stderr_dropped: u64,
     pub code: i32,
 }
 
@@ -34,6 +37,8 @@ pub struct Spec<'a> {
     /// Send stderr into the stdout pipe (the bash-script endpoint merges them).
     pub merge_stderr: bool,
     pub timeout: Duration,
+    /// Most bytes kept of each stream (drums-guest --max-output).
+    pub max_output: usize,
 }
 
 /// Once the direct child has exited, how long to keep reading from pipes a background grandchild may hold
@@ -155,16 +160,29 @@ fn command(argv: &[String], acct: &Account, display: &str, cwd: Option<PathBuf>,
     cmd
 }
 
-type Shared = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
+/// A stream's first bytes, and how many more came.
+#[derive(Default)]
+struct Captured {
+    kept: Vec<u8>,
+    dropped: u64,
+}
+type Shared = std::sync::Arc<std::sync::Mutex<Captured>>;
 
 /// Read a pipe to its end into a buffer shared with the caller, who may stop waiting and keep what came.
-async fn read_all(fd: OwnedFd, into: Shared) {
+/// Past `max` bytes the rest is read and dropped, not left in the pipe: a child blocked on a full pipe
+/// would never exit, and OSWorld's server reads a command's output to its end too.
+async fn read_all(fd: OwnedFd, into: Shared, max: usize) {
     if let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
         let mut chunk = [0u8; 16384];
         loop {
             match rx.read(&mut chunk).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => into.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    let mut c = into.lock().unwrap_or_else(|p| p.into_inner());
+                    let keep = n.min(max.saturating_sub(c.kept.len()));
+                    c.kept.extend_from_slice(&chunk[..keep]);
+                    c.dropped += (n - keep) as u64;
+                }
             }
         }
     }
@@ -192,8 +210,8 @@ pub async fn run(spec: Spec<'_>) -> Result<Outcome, RunError> {
     let pgid = child.id().map(|p| p as i32);
 
     let (out_buf, err_buf) = (Shared::default(), Shared::default());
-    let out_task = tokio::spawn(read_all(out_r, out_buf.clone()));
-    let err_task = err_r.map(|r| tokio::spawn(read_all(r, err_buf.clone())));
+    let out_task = tokio::spawn(read_all(out_r, out_buf.clone(), spec.max_output));
+    let err_task = err_r.map(|r| tokio::spawn(read_all(r, err_buf.clone(), spec.max_output)));
     let deadline = tokio::time::Instant::now() + spec.timeout;
 
     let status = match tokio::time::timeout_at(deadline, child.wait()).await {
@@ -211,7 +229,8 @@ pub async fn run(spec: Spec<'_>) -> Result<Outcome, RunError> {
         finish(t, drain).await;
     }
     let take = |b: Shared| std::mem::take(&mut *b.lock().unwrap_or_else(|p| p.into_inner()));
-    Ok(Outcome { stdout: take(out_buf), stderr: take(err_buf), code: code_of(status) })
+    let (out, err) = (take(out_buf), take(err_buf));
+    Ok(Outcome { stdout: out.kept, stderr: err.kept, stdout_dropped: out.dropped, stderr_dropped: err.dropped, code: code_of(status) })
 }
 
 /// Wait for a reader until `until`; past it a grandchild still holds the pipe, and the answer goes out

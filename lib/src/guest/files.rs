@@ -114,19 +114,40 @@ pub fn open_for_send(acct: &Account, p: &Path) -> Result<(std::fs::File, u64), (
     })
 }
 
+/// A file being uploaded and the directories made for it, outermost first: what a failed upload removes.
+pub struct Upload {
+    pub file: std::fs::File,
+    pub made_dirs: Vec<PathBuf>,
+}
+
 /// Create (or truncate) a file for an upload as the user, with its missing parent directories.
-pub fn create_for_upload(acct: &Account, p: &Path) -> Result<std::fs::File, String> {
+pub fn create_for_upload(acct: &Account, p: &Path) -> Result<Upload, String> {
     with_fs_identity(acct, || {
+        let mut made_dirs = vec![];
         if let Some(d) = p.parent() {
+            let absent = |a: &&Path| matches!(std::fs::symlink_metadata(a), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+            let missing: Vec<&Path> = d.ancestors().take_while(absent).collect();
             std::fs::create_dir_all(d).map_err(|e| format!("{}: create directory: {e}", d.display()))?;
+            made_dirs = missing.into_iter().rev().map(Path::to_path_buf).collect();
         }
-        std::fs::File::create(p).map_err(|e| format!("{}: create: {e}", p.display()))
+        let file = std::fs::File::create(p).map_err(|e| format!("{}: create: {e}", p.display()))?;
+        Ok(Upload { file, made_dirs })
     })
 }
 
 pub fn remove_as(acct: &Account, p: &Path) {
     with_fs_identity(acct, || {
         let _ = std::fs::remove_file(p);
+    })
+}
+
+/// Undo a failed upload: the file, then the directories made for it, innermost first, each only if empty.
+pub fn remove_upload(acct: &Account, p: &Path, made_dirs: &[PathBuf]) {
+    with_fs_identity(acct, || {
+        let _ = std::fs::remove_file(p);
+        for d in made_dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
     })
 }
 

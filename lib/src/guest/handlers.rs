@@ -25,6 +25,15 @@ const BASH_DEFAULT_TIMEOUT: f64 = 100.0;
 const OPEN_DEFAULT_TIMEOUT: f64 = 1800.0;
 /// Request bodies other than uploads are JSON or a form: a bound keeps a hostile body from filling memory.
 const BODY_LIMIT: usize = 64 << 20;
+/// What an upload body may hold besides the file: the multipart framing, `file_path`, a file name, fields
+/// the guest ignores. A body longer than --max-upload plus this is refused.
+const UPLOAD_FORM_OVERHEAD: u64 = 1 << 20;
+/// The longest `file_path` read (PATH_MAX is 4096; room for `~` and variables before expansion).
+const MAX_PATH_FIELD: usize = 64 << 10;
+/// After refusing an upload, how long to go on reading (and dropping) what the client still sends before
+/// answering: a socket closed with unread data sends a reset, and a client still writing its body would
+/// see the reset instead of the 413.
+const REFUSAL_DRAIN: Duration = Duration::from_secs(5);
 
 pub fn router(g: Arc<Guest>) -> Router {
     Router::new()
@@ -43,6 +52,7 @@ pub fn router(g: Arc<Guest>) -> Router {
         .route("/desktop_path", get(desktop_path).post(desktop_path))
         .route("/list_directory", post(list_directory))
         .route("/file", post(file))
+        // Bounded by the upload handler itself (UploadBody), which can drain a refused body.
         .route("/setup/upload", post(upload).layer(axum::extract::DefaultBodyLimit::disable()))
         .route("/setup/open_file", post(open_file))
         .route("/setup/activate_window", post(activate_window))
@@ -218,6 +228,28 @@ fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+fn max_output(g: &Guest) -> usize {
+    usize::try_from(g.bounds.max_output).unwrap_or(usize::MAX)
+}
+
+/// A command's answer with its streams cut at --max-output said: the answer gains `truncated`, naming
+/// each cut stream by the answer's own field (`output` for stdout, `error` for stderr) with the bytes
+/// kept and dropped, and the guest logs it. OSWorld's fields keep their shape: a cut stream is its first
+/// bytes.
+fn noting_truncation(mut answer: Value, endpoint: &str, o: &exec::Outcome) -> Value {
+    let mut cut = Map::new();
+    for (field, kept, dropped) in [("output", o.stdout.len(), o.stdout_dropped), ("error", o.stderr.len(), o.stderr_dropped)] {
+        if dropped > 0 {
+            super::log(&format!("{endpoint}: {field} truncated at --max-output: kept {kept} bytes, dropped {dropped}"));
+            cut.insert(field.into(), json!({"kept_bytes": kept, "dropped_bytes": dropped}));
+        }
+    }
+    if !cut.is_empty() {
+        answer["truncated"] = Value::Object(cut);
+    }
+    answer
+}
+
 // ---- commands ----------------------------------------------------------------------------------------
 
 async fn execute(State(g): G, body: Bytes) -> Response {
@@ -230,9 +262,9 @@ async fn execute(State(g): G, body: Bytes) -> Response {
         Err(r) => return r,
     };
     let program = argv[0].clone();
-    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: EXECUTE_TIMEOUT };
+    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: EXECUTE_TIMEOUT, max_output: max_output(&g) };
     match exec::run(spec).await {
-        Ok(o) => json_at(200, json!({"status": "success", "output": lossy(&o.stdout), "error": lossy(&o.stderr), "returncode": o.code})),
+        Ok(o) => json_at(200, noting_truncation(json!({"status": "success", "output": lossy(&o.stdout), "error": lossy(&o.stderr), "returncode": o.code}), "/execute", &o)),
         Err(RunError::Spawn(e)) => json_at(500, json!({"status": "error", "message": os_error_text(&e, &program)})),
         Err(RunError::Timeout) => json_at(
             500,
@@ -274,7 +306,7 @@ async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
         Err(r) => return r,
     };
     let program = argv[0].clone();
-    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: EXECUTE_TIMEOUT };
+    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: EXECUTE_TIMEOUT, max_output: max_output(&g) };
     let o = match exec::run(spec).await {
         Ok(o) => o,
         Err(RunError::Spawn(e)) => return json_at(500, json!({"status": "error", "message": os_error_text(&e, &program)})),
@@ -283,8 +315,9 @@ async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
         }
     };
     let (output, error) = (lossy(&o.stdout), lossy(&o.stderr));
+    let answer = |v: Value| noting_truncation(v, "/execute_with_verification", &o);
     if window.is_none() && check.is_none() {
-        return json_at(200, json!({"status": "success", "output": output, "error": error, "returncode": o.code}));
+        return json_at(200, answer(json!({"status": "success", "output": output, "error": error, "returncode": o.code})));
     }
     let t0 = Instant::now();
     while t0.elapsed().as_secs_f64() < max_wait {
@@ -302,20 +335,21 @@ async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
                 cwd: None,
                 merge_stderr: false,
                 timeout: Duration::from_secs(5),
+                max_output: max_output(&g),
             };
             passed &= matches!(exec::run(spec).await, Ok(r) if r.code == 0);
         }
         if passed {
             return json_at(
                 200,
-                json!({"status": "success", "output": output, "error": error, "returncode": o.code, "verification": "passed", "wait_time": t0.elapsed().as_secs_f64()}),
+                answer(json!({"status": "success", "output": output, "error": error, "returncode": o.code, "verification": "passed", "wait_time": t0.elapsed().as_secs_f64()})),
             );
         }
         tokio::time::sleep(Duration::from_secs_f64(interval)).await;
     }
     json_at(
         500,
-        json!({"status": "verification_failed", "output": output, "error": error, "returncode": o.code, "verification": "failed", "wait_time": max_wait}),
+        answer(json!({"status": "verification_failed", "output": output, "error": error, "returncode": o.code, "verification": "failed", "wait_time": max_wait})),
     )
 }
 
@@ -381,6 +415,7 @@ async fn run_python(State(g): G, body: Bytes) -> Response {
         cwd: None,
         merge_stderr: false,
         timeout: PYTHON_TIMEOUT,
+        max_output: max_output(&g),
     };
     let r = exec::run(spec).await;
     remove_file(&g, path).await;
@@ -400,7 +435,7 @@ async fn run_python(State(g): G, body: Bytes) -> Response {
             } else {
                 "success"
             };
-            json_at(200, json!({"status": status, "message": message, "need_more": false, "output": output, "error": error, "return_code": o.code}))
+            json_at(200, noting_truncation(json!({"status": status, "message": message, "need_more": false, "output": output, "error": error, "return_code": o.code}), "/run_python", &o))
         }
         Err(RunError::Timeout) => json_at(
             500,
@@ -455,13 +490,14 @@ async fn run_bash_script(State(g): G, body: Bytes) -> Response {
         cwd,
         merge_stderr: true,
         timeout: Duration::from_secs_f64(timeout),
+        max_output: max_output(&g),
     };
     let r = exec::run(spec).await;
     remove_file(&g, path).await;
     match r {
         Ok(o) => json_at(
             200,
-            json!({"status": if o.code == 0 {"success"} else {"error"}, "output": lossy(&o.stdout), "error": "", "returncode": o.code}),
+            noting_truncation(json!({"status": if o.code == 0 {"success"} else {"error"}, "output": lossy(&o.stdout), "error": "", "returncode": o.code}), "/run_bash_script", &o),
         ),
         Err(RunError::Timeout) => fail(500, format!("Script execution timed out after {} seconds", fmt_secs(timeout))),
         Err(RunError::Spawn(e)) => fail(500, format!("Failed to execute script: {}", os_error_text(&e, "/bin/bash"))),
@@ -783,97 +819,214 @@ fn content_disposition(name: &str) -> String {
 }
 
 async fn upload(State(g): G, req: Request) -> Response {
+    // file_data before file_path (a client may order the parts either way) goes to a temporary file until
+    // the path is known; whatever happens, it does not stay behind.
+    let mut spool: Option<PathBuf> = None;
+    let answer = receive_upload(&g, req, &mut spool).await;
+    if let Some(p) = spool {
+        remove_file(&g, p).await;
+    }
+    answer
+}
+
+/// Why an upload did not land. Every case has removed what it wrote.
+enum UploadError {
+    /// More than --max-upload bytes of file.
+    TooLarge,
+    /// The body ended early or is not multipart: the client's fault (400).
+    Body(String),
+    /// Writing the file failed (500, as OSWorld's `Failed to upload file`).
+    Write(String),
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError) -> UploadError {
+    UploadError::Body(format!("bad multipart body: {e}"))
+}
+
+/// An upload's body as the multipart parser reads it: counted and cut off once past `limit` bytes (the
+/// file's bound plus UPLOAD_FORM_OVERHEAD, so that fields the guest ignores are bounded too), and taken
+/// back whole for the drain that precedes a refusal.
+#[derive(Clone)]
+struct UploadBody {
+    inner: Arc<std::sync::Mutex<Option<axum::body::BodyDataStream>>>,
+    read: Arc<std::sync::atomic::AtomicU64>,
+    limit: u64,
+}
+
+impl UploadBody {
+    fn new(body: Body, limit: u64) -> UploadBody {
+        UploadBody { inner: Arc::new(std::sync::Mutex::new(Some(body.into_data_stream()))), read: Default::default(), limit }
+    }
+    fn over(&self) -> bool {
+        self.read.load(std::sync::atomic::Ordering::Relaxed) > self.limit
+    }
+    /// Read and drop what the client still sends, for at most REFUSAL_DRAIN.
+    async fn drain(&self) {
+        use futures::StreamExt;
+        let Some(mut rest) = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+        let _ = tokio::time::timeout(REFUSAL_DRAIN, async { while let Some(Ok(_)) = rest.next().await {} }).await;
+    }
+}
+
+impl futures::Stream for UploadBody {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        if self.over() {
+            return Poll::Ready(Some(Err(std::io::Error::other("the upload is over its bound"))));
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(body) = inner.as_mut() else { return Poll::Ready(None) };
+        match std::pin::Pin::new(body).poll_next(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                self.read.fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                Poll::Ready(Some(Ok(b)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+async fn receive_upload(g: &Arc<Guest>, req: Request, spool: &mut Option<PathBuf>) -> Response {
+    let max = g.bounds.max_upload;
+    let (parts, body) = req.into_parts();
+    let body = UploadBody::new(body, max.saturating_add(UPLOAD_FORM_OVERHEAD));
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > body.limit) {
+        body.drain().await;
+        return too_large(max, "the body's Content-Length");
+    }
     let need = || json_at(400, json!({"error": "file_path and file_data are required"}));
-    let mut mp = match Multipart::from_request(req, &g).await {
+    let mut mp = match Multipart::from_request(Request::from_parts(parts, Body::from_stream(body.clone())), g).await {
         Ok(m) => m,
         Err(_) => return need(),
     };
     let mut path: Option<PathBuf> = None;
-    // file_data before file_path (a client may order the parts either way) is held in memory until the
-    // path is known; in the usual order it streams straight to the file.
-    let mut held: Option<Vec<u8>> = None;
     let mut written: Option<(PathBuf, u64)> = None;
-    loop {
-        let field = match mp.next_field().await {
-            Ok(Some(f)) => f,
-            Ok(None) => break,
-            Err(e) => return json_at(400, json!({"error": format!("bad multipart body: {e}")})),
-        };
-        match field.name().unwrap_or("") {
-            "file_path" if path.is_none() => {
-                let raw = match field.text().await {
-                    Ok(t) => t,
-                    Err(e) => return json_at(400, json!({"error": format!("bad multipart field file_path: {e}")})),
-                };
-                match files::session_path(&g.acct, &raw) {
-                    Ok(p) => path = Some(p),
-                    Err(e) => return json_at(400, json!({"error": e})),
-                }
-                if let (Some(p), Some(data)) = (&path, held.take()) {
-                    match write_upload(&g, p, UploadSource::Held(data)).await {
-                        Ok(n) => written = Some((p.clone(), n)),
-                        Err(e) => return json_at(500, json!({"error": format!("Failed to upload file: {e}")})),
+    let result: Result<(), UploadError> = async {
+        while let Some(field) = mp.next_field().await.map_err(multipart_error)? {
+            match field.name().unwrap_or("") {
+                "file_path" if path.is_none() => {
+                    let raw = small_text(field, MAX_PATH_FIELD).await?;
+                    let p = files::session_path(&g.acct, &raw).map_err(UploadError::Body)?;
+                    if let Some(tmp) = spool.take() {
+                        let n = place_spooled(g, &tmp, &p).await;
+                        remove_file(g, tmp).await;
+                        written = Some((p.clone(), n?));
                     }
+                    path = Some(p);
                 }
-            }
-            "file_data" if written.is_none() && held.is_none() => match &path {
-                Some(p) => match write_upload(&g, p, UploadSource::Field(field)).await {
-                    Ok(n) => written = Some((p.clone(), n)),
-                    Err(e) => return json_at(500, json!({"error": format!("Failed to upload file: {e}")})),
+                "file_data" if written.is_none() && spool.is_none() => match &path {
+                    Some(p) => written = Some((p.clone(), write_upload(g, p, field, max).await?)),
+                    None => {
+                        let tmp = PathBuf::from(format!("/tmp/drums_upload_{}", g.rng.hex(16)));
+                        *spool = Some(tmp.clone());
+                        write_upload(g, &tmp, field, max).await?;
+                    }
                 },
-                None => match field.bytes().await {
-                    Ok(b) => held = Some(b.to_vec()),
-                    Err(e) => return json_at(400, json!({"error": format!("bad multipart field file_data: {e}")})),
-                },
-            },
-            _ => {}
-        }
-    }
-    match written {
-        Some((p, n)) => {
-            super::log(&format!("uploaded {} ({n} bytes)", p.display()));
-            text(200, format!("File Uploaded: {n} bytes"))
-        }
-        None => need(),
-    }
-}
-
-// Boxing the field would only add an allocation: the value lives for one upload.
-#[allow(clippy::large_enum_variant)]
-enum UploadSource<'a> {
-    Held(Vec<u8>),
-    Field(axum::extract::multipart::Field<'a>),
-}
-
-async fn write_upload(g: &Arc<Guest>, p: &std::path::Path, src: UploadSource<'_>) -> Result<u64, String> {
-    use tokio::io::AsyncWriteExt;
-    let (g2, p2) = (g.clone(), p.to_path_buf());
-    let f = tokio::task::spawn_blocking(move || files::create_for_upload(&g2.acct, &p2)).await.map_err(|e| e.to_string())??;
-    let mut f = tokio::fs::File::from_std(f);
-    let mut n = 0u64;
-    let res: Result<(), String> = async {
-        match src {
-            UploadSource::Held(data) => {
-                f.write_all(&data).await.map_err(|e| format!("{}: write: {e}", p.display()))?;
-                n = data.len() as u64;
-            }
-            UploadSource::Field(mut field) => {
-                while let Some(chunk) = field.chunk().await.map_err(|e| format!("reading the upload: {e}"))? {
-                    f.write_all(&chunk).await.map_err(|e| format!("{}: write: {e}", p.display()))?;
-                    n += chunk.len() as u64;
-                }
+                _ => {}
             }
         }
-        f.flush().await.map_err(|e| format!("{}: write: {e}", p.display()))?;
-        f.sync_all().await.map_err(|e| format!("{}: fsync: {e}", p.display()))
+        Ok(())
     }
     .await;
+    drop(mp);
+    match result {
+        // Whatever the parser made of a body cut off at its bound, the body was too large.
+        Err(_) if body.over() => {
+            body.drain().await;
+            too_large(max, "the body")
+        }
+        Err(UploadError::TooLarge) => {
+            body.drain().await;
+            too_large(max, "file_data")
+        }
+        Err(UploadError::Body(e)) => json_at(400, json!({"error": e})),
+        Err(UploadError::Write(e)) => json_at(500, json!({"error": format!("Failed to upload file: {e}")})),
+        Ok(()) => match written {
+            Some((p, n)) => {
+                super::log(&format!("uploaded {} ({n} bytes)", p.display()));
+                text(200, format!("File Uploaded: {n} bytes"))
+            }
+            None => need(),
+        },
+    }
+}
+
+fn too_large(max: u64, what: &str) -> Response {
+    super::log(&format!("/setup/upload refused: {what} is over --max-upload ({max} bytes); nothing written"));
+    json_at(413, json!({"error": format!("File too large: this guest takes uploads of at most {max} bytes (drums-guest --max-upload)")}))
+}
+
+/// A text field of at most `max` bytes, read without holding more.
+async fn small_text(mut field: axum::extract::multipart::Field<'_>, max: usize) -> Result<String, UploadError> {
+    let name = field.name().unwrap_or("").to_string();
+    let mut b = Vec::new();
+    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+        if b.len() + chunk.len() > max {
+            return Err(UploadError::Body(format!("multipart field {name}: longer than {max} bytes")));
+        }
+        b.extend_from_slice(&chunk);
+    }
+    String::from_utf8(b).map_err(|_| UploadError::Body(format!("multipart field {name}: not UTF-8")))
+}
+
+/// Stream a file part into `p` (created as the user), at most `max` bytes. On any failure, including an
+/// upload over the bound, the partial file and the directories made for it are removed (OSWorld removes
+/// a partial upload).
+async fn write_upload(g: &Arc<Guest>, p: &std::path::Path, mut field: axum::extract::multipart::Field<'_>, max: u64) -> Result<u64, UploadError> {
+    use tokio::io::AsyncWriteExt;
+    let (g2, p2) = (g.clone(), p.to_path_buf());
+    let up = tokio::task::spawn_blocking(move || files::create_for_upload(&g2.acct, &p2))
+        .await
+        .map_err(|e| UploadError::Write(e.to_string()))?
+        .map_err(UploadError::Write)?;
+    let mut f = tokio::fs::File::from_std(up.file);
+    let mut n = 0u64;
+    let res: Result<(), UploadError> = async {
+        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            n += chunk.len() as u64;
+            if n > max {
+                return Err(UploadError::TooLarge);
+            }
+            f.write_all(&chunk).await.map_err(|e| UploadError::Write(format!("{}: write: {e}", p.display())))?;
+        }
+        f.flush().await.map_err(|e| UploadError::Write(format!("{}: write: {e}", p.display())))?;
+        f.sync_all().await.map_err(|e| UploadError::Write(format!("{}: fsync: {e}", p.display())))
+    }
+    .await;
+    drop(f);
     if let Err(e) = res {
-        // Like OSWorld: a partial upload does not stay behind.
-        remove_file(g, p.to_path_buf()).await;
+        let (g2, p2) = (g.clone(), p.to_path_buf());
+        let _ = tokio::task::spawn_blocking(move || files::remove_upload(&g2.acct, &p2, &up.made_dirs)).await;
         return Err(e);
     }
     Ok(n)
+}
+
+/// Copy a spooled upload into its file, created as the user exactly as an upload in the usual order
+/// creates it (a rename would replace a file the user may not write). A failed copy is removed as a failed
+/// upload is.
+async fn place_spooled(g: &Arc<Guest>, tmp: &std::path::Path, p: &std::path::Path) -> Result<u64, UploadError> {
+    let (g2, tmp2, p2) = (g.clone(), tmp.to_path_buf(), p.to_path_buf());
+    let r = tokio::task::spawn_blocking(move || -> Result<u64, String> {
+        let mut up = files::create_for_upload(&g2.acct, &p2)?;
+        let copied = super::user::with_fs_identity(&g2.acct, || -> std::io::Result<u64> {
+            let mut from = std::fs::File::open(&tmp2)?;
+            let n = std::io::copy(&mut from, &mut up.file)?;
+            up.file.sync_all()?;
+            Ok(n)
+        });
+        copied.map_err(|e| {
+            files::remove_upload(&g2.acct, &p2, &up.made_dirs);
+            format!("{}: write: {e}", p2.display())
+        })
+    })
+    .await
+    .map_err(|e| UploadError::Write(e.to_string()))?;
+    r.map_err(UploadError::Write)
 }
 
 // ---- Drums' own --------------------------------------------------------------------------------------

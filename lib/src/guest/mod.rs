@@ -27,6 +27,30 @@ pub struct Config {
     pub display: String,
     /// The desktop user commands run as and files belong to.
     pub user: String,
+    pub bounds: Bounds,
+}
+
+/// How much one request may make the guest hold or write: a harness (or an agent's command) that sends or
+/// prints without end must not fill the session's memory or disk through the guest.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Most bytes of one /setup/upload file (`--max-upload`).
+    pub max_upload: u64,
+    /// Most bytes kept of each output stream of one command (`--max-output`).
+    pub max_output: u64,
+}
+
+/// 1 GiB: far above the task files OSWorld's setups upload (documents, spreadsheets, images), and the
+/// default size of a session's writable tmpfs (drums-overlay --size), which holds the uploaded files.
+pub const DEFAULT_MAX_UPLOAD: u64 = 1 << 30;
+/// 16 MiB per stream: far above what an agent or an evaluator reads from a command, and an answer
+/// (JSON-escaped, both streams) stays well under 100 MiB.
+pub const DEFAULT_MAX_OUTPUT: u64 = 16 << 20;
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds { max_upload: DEFAULT_MAX_UPLOAD, max_output: DEFAULT_MAX_OUTPUT }
+    }
 }
 
 /// Shared by every request.
@@ -34,6 +58,7 @@ pub struct Guest {
     pub acct: user::Account,
     pub display: String,
     pub rng: rng::GuestRng,
+    pub bounds: Bounds,
 }
 
 fn log(msg: &str) {
@@ -44,11 +69,14 @@ fn log(msg: &str) {
 
 /// Serve until SIGTERM or SIGINT. SIGUSR1 reseeds the guest's generator (see `rng`).
 pub fn serve(cfg: Config) -> Result<()> {
+    if cfg.bounds.max_upload == 0 || cfg.bounds.max_output == 0 {
+        return Err(Error::Usage("--max-upload and --max-output must be positive".into()));
+    }
     let acct = user::Account::lookup(&cfg.user)?;
     if acct.is_other() && unsafe { libc::geteuid() } != 0 {
         return Err(Error::env(format!("running as uid {} cannot act as `{}` (uid {}): start drums-guest as root or as that user", unsafe { libc::geteuid() }, acct.name, acct.uid)));
     }
-    let guest = Arc::new(Guest { acct, display: cfg.display.clone(), rng: rng::GuestRng::from_kernel() });
+    let guest = Arc::new(Guest { acct, display: cfg.display.clone(), rng: rng::GuestRng::from_kernel(), bounds: cfg.bounds });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -61,8 +89,8 @@ pub fn serve(cfg: Config) -> Result<()> {
         let bound = listener.local_addr().map_err(|e| Error::failed(format!("local address: {e}")))?;
         let (g, f) = guest.rng.status();
         log(&format!(
-            "listening on http://{bound} display {} user {} (uid {}) rng generation {g} fingerprint {f}",
-            guest.display, guest.acct.name, guest.acct.uid
+            "listening on http://{bound} display {} user {} (uid {}) rng generation {g} fingerprint {f} max upload {} bytes, max output {} bytes per stream",
+            guest.display, guest.acct.name, guest.acct.uid, guest.bounds.max_upload, guest.bounds.max_output
         ));
         spawn_reseeder(guest.clone())?;
         let app = handlers::router(guest.clone());

@@ -17,13 +17,13 @@ enum Cmd {
     /// Create the session's cgroups, apply and read back the limits, move its processes in.
     Create {
         /// CPU time per period, in CPUs (cpu.cfs_quota_us / cpu.max over a 100 ms period).
-        #[arg(long, default_value = "2")]
+        #[arg(long, default_value_t = cgroup::DEFAULT_CPUS)]
         cpus: f64,
         /// Memory limit, swap included (64M, 4G, bytes).
-        #[arg(long, default_value = "4G")]
-        memory: String,
+        #[arg(long, default_value_t = cgroup::DEFAULT_MEMORY_BYTES, value_parser = cgroup::parse_bytes)]
+        memory: u64,
         /// Most tasks (processes and threads) the session may hold.
-        #[arg(long, default_value_t = 4096)]
+        #[arg(long, default_value_t = cgroup::DEFAULT_PIDS)]
         pids: u64,
         /// Input session record (default: stdin).
         input: Option<PathBuf>,
@@ -56,8 +56,7 @@ enum Cmd {
 fn main() {
     cli::run("drums-cgroup", |a: Args| match a.cmd {
         Cmd::Create { cpus, memory, pids, input } => {
-            let mem = cgroup::parse_bytes(&memory).map_err(|m| Error::Usage(format!("--memory: {m}")))?;
-            let limits = cgroup::Limits::new(cpus, mem, pids)?;
+            let limits = cgroup::Limits::new(cpus, memory, pids)?;
             let mut s = cli::read_session(input.as_deref())?;
             cli::require_root()?;
             cgroup::create(&mut s, &limits)?;

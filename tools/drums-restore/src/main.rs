@@ -4,8 +4,9 @@ use drums::cli;
 use std::path::PathBuf;
 
 /// Restore --count siblings from the checkpoint record on stdin (or --checkpoint ID), all running at
-/// once, each with its own ledger, overlay, network namespace, veth, address and MAC (and cgroups with
-/// --cgroup). Prints one session record per sibling. A sibling that fails is destroyed; the others stay.
+/// once, each with its own ledger, overlay, network namespace, veth, address, MAC and cgroups (the
+/// default limits of drums-cgroup unless --cgroup or --no-cgroup). Prints one session record per sibling.
+/// A sibling that fails is destroyed; the others stay.
 #[derive(Parser)]
 #[command(name = "drums-restore", version = cli::VERSION_TEXT)]
 struct Args {
@@ -21,9 +22,13 @@ struct Args {
     /// Time to live of each sibling in seconds.
     #[arg(long)]
     ttl: Option<u64>,
-    /// Per-sibling cgroup limits, as drums-cgroup takes them: CPUS,MEMORY,PIDS (e.g. 2,4G,4096).
+    /// Per-sibling cgroup limits, as drums-cgroup takes them: CPUS,MEMORY,PIDS (e.g. 2,4G,4096; any
+    /// subset, the rest default). Default: drums-cgroup's defaults.
     #[arg(long, value_name = "CPUS,MEMORY,PIDS")]
     cgroup: Option<String>,
+    /// No cgroups for the siblings: no limits, no freezer (a pool cannot park them frozen).
+    #[arg(long, conflicts_with = "cgroup")]
+    no_cgroup: bool,
     /// Make every restored process mergeable by KSM (opt-in: KSM merges across tenants, a known side
     /// channel, and costs a scanning thread; /sys/kernel/mm/ksm/run must be 1 for merging to happen).
     #[arg(long)]
@@ -48,9 +53,13 @@ fn main() {
         if a.count == 0 {
             return Err(drums::Error::Usage("--count must be at least 1".into()));
         }
+        let limits = match (&a.cgroup, a.no_cgroup) {
+            (_, true) => None,
+            (Some(spec), false) => Some(drums::cgroup::Limits::parse_spec(spec)?),
+            (None, false) => Some(drums::cgroup::Limits::default()),
+        };
         cli::require_root()?;
         drums::restore::check_checkpoint(&c)?;
-        let limits = a.cgroup.as_deref().map(drums::cgroup::Limits::parse_spec).transpose()?;
         let o = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm };
         let mut first_err = None;
         for i in 0..a.count {
