@@ -151,10 +151,13 @@ impl Desktop {
         // Keep reading the log for the guest's whole life: a full pipe would block it.
         std::thread::spawn(move || {
             for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-                if let Some(rest) = l.split("listening on http://").nth(1) {
-                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
-                }
+                let addr = l.split("listening on http://").nth(1).map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
+                // The line is in the log before the test learns the address, so a test reading the log
+                // right after start sees it.
                 log2.lock().unwrap().push(l);
+                if let Some(a) = addr {
+                    let _ = tx.send(a);
+                }
             }
         });
         procs.push(guest);
