@@ -1,6 +1,6 @@
 """What the Drums benchmarks (bench.py, pool-bench.py) share: running the tools, percentiles, a bootstrap
 interval for a ratio of medians, removing a checkpoint, host memory, a session's summed Pss, a least-squares slope."""
-import os, random, statistics, subprocess
+import glob, json, os, random, statistics, subprocess, urllib.request
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ)
@@ -80,3 +80,76 @@ def summary(xs, digits=3):
     if not xs:
         return None
     return {"p50_s": round(pct(xs, 0.5), digits), "p95_s": round(pct(xs, 0.95), digits), "min_s": round(min(xs), digits), "max_s": round(max(xs), digits), "n": len(xs)}
+
+
+def restore_ready(ckpt, env=None):
+    """One usable restore: drums-restore | drums-reseed | drums-ready; the ready record's text. A sibling
+    that fails a later stage is destroyed before the error is raised."""
+    restored = sh(["drums-restore"], stdin=ckpt, env=env)
+    try:
+        out = sh(["drums-ready"], stdin=sh(["drums-reseed"], stdin=restored, env=env), env=env)
+        if not json.loads(out).get("ready", {}).get("ready"):
+            raise RuntimeError(f"not ready: {out[-400:]}")
+        return out
+    except Exception:
+        destroy(restored)
+        raise
+
+
+def session_cpu_s(rec):
+    """CPU seconds the session's processes used so far, from its own cgroup (v2 cpu.stat usage_usec, v1
+    cpuacct.usage); None when the session has no cgroup or the file cannot be read."""
+    paths = (rec.get("cgroup") or {}).get("paths") or {}
+    try:
+        if "unified" in paths:
+            for line in open(os.path.join(paths["unified"], "cpu.stat")):
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) / 1e6
+        if "cpuacct" in paths:
+            return int(open(os.path.join(paths["cpuacct"], "cpuacct.usage")).read()) / 1e9
+    except OSError:
+        return None
+    return None
+
+
+def guest_answers(rec, timeout=10):
+    """Whether the session's guest answers GET /platform with "Linux"; (ok, detail)."""
+    url = (rec.get("desktop") or {}).get("guest_url")
+    if not url:
+        return False, "the record has no guest"
+    try:
+        # No proxy from the environment: the guest is on this host's link to the session.
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url + "/platform", timeout=timeout) as r:
+            body = r.read().decode(errors="replace")
+            return body.strip() == "Linux", body[:80]
+    except Exception as e:  # noqa: BLE001 - any failure to answer is the answer
+        return False, str(e)[:200]
+
+
+def meminfo_kib():
+    info = {}
+    for line in open("/proc/meminfo"):
+        k, v = line.split(":")
+        info[k] = int(v.split()[0])
+    return info
+
+
+def host_resources(state_dir=None):
+    """What a session leaves on the host when it is not destroyed: counts of Drums' kernel objects and
+    files, and the host's memory. Read between sessions, every count must come back to its baseline."""
+    state_dir = state_dir or os.environ.get("DRUMS_STATE_DIR", "/run/drums")
+    m = meminfo_kib()
+    mounts = sum(1 for _ in open("/proc/self/mountinfo"))
+    links = sum(1 for n in os.listdir("/sys/class/net") if n.startswith("drums"))
+    cgroups = 0
+    for root in glob.glob("/sys/fs/cgroup/*/drums") + glob.glob("/sys/fs/cgroup/drums"):
+        cgroups += sum(1 for e in os.scandir(root) if e.is_dir())
+    run_entries = 0
+    for d in (state_dir, os.path.join(state_dir, "sessions"), os.path.join(state_dir, "slots")):
+        if os.path.isdir(d):
+            run_entries += len(os.listdir(d))
+    open_files = int(open("/proc/sys/fs/file-nr").read().split()[0])
+    return {"mounts": mounts, "drums_links": links, "drums_cgroups": cgroups, "state_entries": run_entries,
+            "open_files": open_files, "slab_unreclaimable_kib": m["SUnreclaim"], "slab_reclaimable_kib": m["SReclaimable"],
+            "mem_available_kib": m["MemAvailable"]}

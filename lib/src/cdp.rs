@@ -75,13 +75,17 @@ fn http_get_json(mut s: TcpStream, path: &str) -> Result<Value> {
     serde_json::from_slice(&buf[body_start..(body_start + len).min(buf.len())]).map_err(|e| err(&format!("not JSON ({e})")))
 }
 
+/// How long a command's reply may take.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
+
 impl Cdp {
     /// Connect to the browser target of the Chromium in a session.
     pub fn connect(init_pid: i32, port: u16, timeout: Duration) -> Result<Cdp> {
         let version = http_get_json(connect_in_netns(init_pid, port, timeout)?, "/json/version")?;
         let url = version["webSocketDebuggerUrl"].as_str().ok_or_else(|| Error::failed("DevTools /json/version has no webSocketDebuggerUrl"))?.to_string();
         let stream = connect_in_netns(init_pid, port, timeout)?;
-        stream.set_read_timeout(Some(Duration::from_secs(15))).ok();
+        // For the handshake; each read after it sets its own.
+        stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
         let (ws, _) = tungstenite::client(url.as_str(), stream).map_err(|e| Error::failed(format!("DevTools websocket {url}: {e}")))?;
         Ok(Cdp { ws, next_id: 1, pending: vec![] })
     }
@@ -108,10 +112,11 @@ impl Cdp {
     /// The reply to command `id` (sent as `method`), keeping what else arrives meanwhile.
     pub fn reply(&mut self, id: u64, method: &str) -> Result<Value> {
         let is_it = |v: &Value| v.get("id").and_then(Value::as_u64) == Some(id);
+        let deadline = Instant::now() + REPLY_TIMEOUT;
         let v = match self.pending.iter().position(is_it) {
             Some(i) => self.pending.remove(i),
             None => loop {
-                let v = self.read()?;
+                let v = self.read_before(deadline, method)?;
                 if is_it(&v) {
                     break v;
                 }
@@ -126,27 +131,45 @@ impl Cdp {
 
     /// Wait for an event (`method`, on `session` when given), taking it from those already received first.
     pub fn wait_event(&mut self, session: Option<&str>, method: &str, timeout: Duration) -> Result<Value> {
+        self.event_before(session, method, Instant::now() + timeout)?.ok_or_else(|| Error::failed(format!("DevTools: no {method} within {timeout:?}")))
+    }
+
+    /// The event (`method`, on `session` when given) if it comes before `deadline`; None if it does not.
+    pub fn event_before(&mut self, session: Option<&str>, method: &str, deadline: Instant) -> Result<Option<Value>> {
         let matches = |v: &Value| v["method"] == method && session.is_none_or(|s| v["sessionId"] == s);
         if let Some(i) = self.pending.iter().position(matches) {
-            return Ok(self.pending.remove(i));
+            return Ok(Some(self.pending.remove(i)));
         }
-        let t0 = Instant::now();
-        while t0.elapsed() < timeout {
-            let v = self.read()?;
+        while let Some(v) = self.next_before(deadline, method)? {
             if matches(&v) {
-                return Ok(v);
+                return Ok(Some(v));
             }
             self.pending.push(v);
         }
-        Err(Error::failed(format!("DevTools: no {method} within {timeout:?}")))
+        Ok(None)
     }
 
-    fn read(&mut self) -> Result<Value> {
+    /// The next message, or a timeout error naming `what` (a reply's command) once `deadline` passes.
+    fn read_before(&mut self, deadline: Instant, what: &str) -> Result<Value> {
+        self.next_before(deadline, what)?.ok_or_else(|| Error::failed(format!("DevTools: no reply to {what} within {REPLY_TIMEOUT:?}")))
+    }
+
+    /// The next message, or None once `deadline` passes: the socket's read timeout is the time left, so no
+    /// read waits past it.
+    fn next_before(&mut self, deadline: Instant, what: &str) -> Result<Option<Value>> {
         loop {
-            match self.ws.read().map_err(|e| Error::failed(format!("DevTools read: {e}")))? {
-                Message::Text(t) => return serde_json::from_str(t.as_str()).map_err(|e| Error::failed(format!("DevTools sent bad JSON: {e}"))),
-                Message::Close(_) => return Err(Error::failed("DevTools closed the connection")),
-                _ => continue,
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.ws.get_mut().set_read_timeout(Some(left)).map_err(|e| Error::failed(format!("DevTools socket: {e}")))?;
+            match self.ws.read() {
+                Ok(Message::Text(t)) => return serde_json::from_str(t.as_str()).map(Some).map_err(|e| Error::failed(format!("DevTools sent bad JSON: {e}"))),
+                Ok(Message::Close(_)) => return Err(Error::failed("DevTools closed the connection")),
+                Ok(_) => continue,
+                // A frame cut by the timeout stays buffered in tungstenite; the deadline check above ends the wait.
+                Err(tungstenite::Error::Io(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+                Err(e) => return Err(Error::failed(format!("DevTools read (waiting for {what}): {e}"))),
             }
         }
     }

@@ -257,8 +257,31 @@ pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool, erased_a
         Some(n) => n,
         None => navigate(&mut cdp)?,
     };
-    cdp.reply(nav, "Page.navigate")?;
-    cdp.wait_event(Some(&page), "Page.loadEventFired", Duration::from_secs(10))?;
+    let loader = cdp.reply(nav, "Page.navigate")?["loaderId"].as_str().map(str::to_string);
+    wait_loaded(&mut cdp, &page, loader.as_deref(), Duration::from_secs(10))?;
     b.renderer_renewed = true;
     Ok(b)
+}
+
+/// Wait until the page has loaded the document of navigation `loader`. The load event is the fast
+/// signal, but with many siblings restored at once Chromium now and then does not report it for a
+/// navigation that moved to a new renderer (1 in ~50 seen here, the page loaded all the same): between
+/// short waits for the event, the main frame is asked directly (its loader is the navigation's and its
+/// document is complete).
+fn wait_loaded(cdp: &mut Cdp, page: &str, loader: Option<&str>, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let slice = (Instant::now() + Duration::from_millis(250)).min(deadline);
+        if cdp.event_before(Some(page), "Page.loadEventFired", slice)?.is_some() {
+            return Ok(());
+        }
+        let tree = cdp.call(Some(page), "Page.getFrameTree", json!({}))?;
+        let same_loader = loader.is_none_or(|l| tree["frameTree"]["frame"]["loaderId"] == l);
+        if same_loader && cdp.eval(page, "document.readyState")? == "complete" {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::failed(format!("the page did not load its new document within {timeout:?} (no load event; main frame {})", tree["frameTree"]["frame"])));
+        }
+    }
 }
