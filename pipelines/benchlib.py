@@ -153,3 +153,23 @@ def host_resources(state_dir=None):
     return {"mounts": mounts, "drums_links": links, "drums_cgroups": cgroups, "state_entries": run_entries,
             "open_files": open_files, "slab_unreclaimable_kib": m["SUnreclaim"], "slab_reclaimable_kib": m["SReclaimable"],
             "mem_available_kib": m["MemAvailable"]}
+
+
+def bench_lock():
+    """The test suite's session lock (/run/drums/test.lock), held until the process exits: a benchmark
+    never measures beside the tests or another benchmark."""
+    import fcntl
+    os.makedirs("/run/drums", exist_ok=True)
+    lock = open("/run/drums/test.lock", "a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+
+
+def fresh_checkpoint():
+    """A clean checkpoint (record text) of a new cold session; the session is destroyed either way."""
+    src = sh([os.path.join(HERE, "pipelines/cold.sh")])
+    try:
+        return sh(["drums-ckpt", "--clean"], stdin=src)
+    except Exception:
+        destroy(src)
+        raise

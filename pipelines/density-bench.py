@@ -26,10 +26,10 @@ Usage: pipelines/density-bench.py [--counts 1,4,16] [--rounds 5] [--fill-max 100
 Exit status: 0 measured and every check passed; 1 a check failed (a sibling not ready, a guest not
 answering, something left after the teardown); the JSON says which.
 """
-import argparse, fcntl, json, os, random, resource, statistics, sys, threading, time
+import argparse, json, os, random, resource, statistics, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import (HERE, destroy, guest_answers, host_resources, meminfo_kib, pct, remove_checkpoint, restore_ready,  # noqa: E402
+from benchlib import (HERE, bench_lock, destroy, fresh_checkpoint, guest_answers, host_resources, meminfo_kib, remove_checkpoint, restore_ready,  # noqa: E402
                       session_cpu_s, sh, slope, summary, used_mib)
 
 COUNTED = ("mounts", "drums_links", "drums_cgroups", "state_entries")
@@ -242,21 +242,14 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     counts = [int(x) for x in a.counts.split(",")]
-    os.makedirs("/run/drums", exist_ok=True)
-    lock = open("/run/drums/test.lock", "a")
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = bench_lock()  # noqa: F841 - held for the whole run
     result = {"drums": 1, "type": "density-benchmark", "machine": {"cores": os.cpu_count(), "kernel": os.uname().release,
               "mem_total_mib": round(meminfo_kib()["MemTotal"] / 1024),
               "inotify_max_user_instances": int(open("/proc/sys/fs/inotify/max_user_instances").read())}}
     # Cold memory first, on a machine that has not just freed the memory of many destroyed sessions.
     if not a.no_fill:
         result["cold_memory"] = cold_memory(a.cold_sessions, a.settle) if a.cold_sessions else None
-    src = sh([os.path.join(HERE, "pipelines/cold.sh")])
-    try:
-        ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
-    except Exception:
-        destroy(src)
-        raise
+    ckpt = fresh_checkpoint()
     failed = False
     try:
         result["bursts"] = bursts(ckpt, counts, a.rounds)

@@ -26,10 +26,10 @@ session lock (/run/drums/test.lock). Not part of the test suite (1000 cycles tak
 Usage: pipelines/soak.py --cycles 1000 [--sample-every 50] [--warmup 50] [--out FILE]
        pipelines/soak.py --race-sweep --cycles 50 [--out FILE]      (samples every 5 cycles, warm-up 10)
 """
-import argparse, fcntl, json, os, statistics, sys, threading, time, urllib.request
+import argparse, json, os, statistics, sys, threading, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, destroy, guest_answers, host_resources, remove_checkpoint, restore_ready, sh  # noqa: E402
+from benchlib import bench_lock, fresh_checkpoint, guest_answers, host_resources, remove_checkpoint, restore_ready, sh  # noqa: E402
 
 COUNTED = ("mounts", "drums_links", "drums_cgroups", "state_entries")
 
@@ -103,16 +103,9 @@ def main():
     a = ap.parse_args()
     a.sample_every = a.sample_every or (5 if a.race_sweep else 50)
     a.warmup = a.warmup if a.warmup is not None else (10 if a.race_sweep else 50)
-    os.makedirs("/run/drums", exist_ok=True)
-    lock = open("/run/drums/test.lock", "a")
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = bench_lock()  # noqa: F841 - held for the whole run
     baseline = host_resources()
-    src = sh([os.path.join(HERE, "pipelines/cold.sh")])
-    try:
-        ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
-    except Exception:
-        destroy(src)
-        raise
+    ckpt = fresh_checkpoint()
     samples, failures, lost, cycle_s = [], [], [], []
     sweeper = Sweeper() if a.race_sweep else None
     if sweeper:
