@@ -66,8 +66,14 @@ def classify(task, domain, image_root):
         return "VS Code: not packaged by Debian, so no Drums image has it"
     if URL.search(json.dumps(task.get("config", []))) or URL.search(json.dumps(task.get("evaluator", {}))):
         return "internet: its setup or evaluation names an http(s) URL (downloads, pages), and these machines have no internet"
-    if domain == "chrome":
-        return "chrome: DevTools on port 9222 at the session's address is not provided yet (docs/osworld.md)"
+    if domain == "chrome" and image_root:
+        # The tasks start `google-chrome --remote-debugging-port=1337` and forward the session's 9222 to it
+        # with socat; the getters read the profile ~/.config/google-chrome, which the image's google-chrome
+        # (a script since pipelines/image.sh made it one; a link to chromium before) gives.
+        if not (Path(image_root) / "usr/bin/socat").exists():
+            return "chrome: the root image has no socat, which the tasks forward DevTools (9222) with"
+        if (Path(image_root) / "usr/bin/google-chrome").is_symlink():
+            return "chrome: the root image's google-chrome is a link to chromium, without OSWorld's profile path (rebuild it with pipelines/image.sh)"
     missing = [p for p in DOMAIN_PROGRAMS.get(domain, []) if image_root and not (Path(image_root) / "usr/bin" / p).exists()]
     if missing:
         return f"the root image has no {', '.join(missing)}"
