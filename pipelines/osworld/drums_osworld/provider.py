@@ -22,8 +22,9 @@ STATE_DIR = Path(os.environ.get("DRUMS_STATE_DIR", "/run/drums"))
 # Where get_vm_path keeps the record of the checkpoint it makes when the harness names none.
 DEFAULT_CHECKPOINT_RECORD = Path(os.environ.get("DRUMS_OSWORLD_DIR", "/var/lib/drums/osworld")) / "checkpoint.json"
 # The ports DesktopEnv reads from get_ip_address. The guest's is the session's; Chromium's DevTools, VNC and
-# VLC's HTTP interface are OSWorld's fixed ports: a session has no VNC server, and DevTools on 9222 at the
-# session's address is not there yet (docs/osworld.md, "What works").
+# VLC's HTTP interface are OSWorld's fixed ports: on 9222 the chrome tasks forward DevTools to the browser
+# they start (Drums' own is on the loopback's 9229), a session has no VNC server, and VLC's HTTP interface
+# is not set up yet (docs/osworld.md, "What works").
 CHROMIUM_PORT, VNC_PORT, VLC_PORT = 9222, 8006, 8080
 TAKE_TIMEOUT = 300
 
