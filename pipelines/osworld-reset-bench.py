@@ -32,7 +32,7 @@ import benchlib  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", required=True, help="checkpoint record file")
     ap.add_argument("--rounds", type=int, default=10)
     a = ap.parse_args()

@@ -81,7 +81,7 @@ def classify(task, domain, image_root):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="Records and rules: docs/osworld.md")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tasks", nargs="*")
     ap.add_argument("--checkpoint", help="checkpoint record file or id (DesktopEnv's path_to_vm)")
     ap.add_argument("--agent", choices=["none", "scripted"], default="none")
