@@ -159,9 +159,18 @@ cat > "$img/etc/chromium.d/drums" <<'FLAGS'
 export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox --test-type --disable-background-networking --disable-component-update --disable-sync --disable-quic --no-first-run --no-default-browser-check --password-store=basic"
 FLAGS
 
-# The names OSWorld's tasks use: `python` for python3, `google-chrome` for the browser.
+# The names OSWorld's tasks use: `python` for python3, `google-chrome` for the browser, which starts
+# Chromium with the profile OSWorld's chrome getters read (~/.config/google-chrome) unless the caller names
+# one. (rm first: an older image's google-chrome is a link to chromium, which `cat >` would write through.)
 ln -sfn python3 "$img/usr/bin/python"
-ln -sfn chromium "$img/usr/bin/google-chrome"
+rm -f "$img/usr/bin/google-chrome"
+cat > "$img/usr/bin/google-chrome" <<'WRAP'
+#!/bin/sh
+# Drums (pipelines/image.sh): OSWorld's `google-chrome`, Chromium with Chrome's profile directory.
+case " $* " in *" --user-data-dir="*) exec /usr/bin/chromium "$@" ;; esac
+exec /usr/bin/chromium --user-data-dir="$HOME/.config/google-chrome" "$@"
+WRAP
+chmod 755 "$img/usr/bin/google-chrome"
 
 # pyautogui and its pure-Python dependencies for the image's python3, in /usr/local (ahead of Debian's
 # packages on its path, and no pip file among a Debian package's files).

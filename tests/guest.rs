@@ -547,3 +547,85 @@ fn output_past_the_bound_is_truncated_and_the_server_keeps_answering() {
     let r = post_json(d.addr, "/execute", &json!({"command": ["echo", "still here"]}));
     assert_eq!(r.json(), json!({"status": "success", "output": "still here\n", "error": "", "returncode": 0}));
 }
+
+/// /start_recording and /end_recording with the host's ffmpeg (pipelines/setup.sh installs it): a real
+/// x11grab of the test's display, stopped with `q`, answered as an MP4; a second start while recording
+/// is refused; an end with nothing recorded is a 400.
+#[test]
+fn recording_makes_an_mp4_of_the_display() {
+    let ffmpeg = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"].iter().any(|p| std::path::Path::new(p).exists());
+    assert!(ffmpeg, "ffmpeg is not installed on this host: run pipelines/setup.sh (it installs ffmpeg for this test)");
+    let d = Desktop::start("nobody", 640, 480);
+    let _ = std::fs::remove_file("/tmp/osworld_recording.mp4");
+    let r = post_json(d.addr, "/end_recording", &json!({}));
+    assert_eq!((r.status, r.json()["message"].clone()), (400, json!("No recording in progress to stop.")), "{}", r.text());
+    let t0 = std::time::Instant::now();
+    let r = post_json(d.addr, "/start_recording", &json!({}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json(), json!({"status": "success", "message": "Started recording successfully."}));
+    assert!(t0.elapsed().as_secs_f64() < 10.0, "start took {:?}", t0.elapsed());
+    let r = post_json(d.addr, "/start_recording", &json!({}));
+    assert_eq!((r.status, r.json()["message"].clone()), (400, json!("Recording is already in progress.")));
+    // Something moves on the screen while it records.
+    post_json(d.addr, "/execute", &json!({"command": ["python3", "-c", "import pyautogui; pyautogui.moveTo(300, 200, duration=0.5)"]}));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let r = post_json(d.addr, "/end_recording", &json!({}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("video/mp4"));
+    assert!(r.body.len() > 1000 && &r.body[4..8] == b"ftyp", "not an MP4: {} bytes {:?}", r.body.len(), &r.body[..r.body.len().min(16)]);
+    // The file is the user's (ffmpeg ran as the user).
+    let md = std::fs::metadata("/tmp/osworld_recording.mp4").unwrap();
+    assert_eq!(md.uid(), 65534);
+    // Stopped: a second end sends the finished recording, as OSWorld's server does.
+    let r = post_json(d.addr, "/end_recording", &json!({}));
+    assert_eq!(r.status, 200);
+    let _ = std::fs::remove_file("/tmp/osworld_recording.mp4");
+    let r = post_json(d.addr, "/end_recording", &json!({}));
+    assert_eq!(r.status, 400);
+}
+
+/// /setup/change_wallpaper and /wallpaper through the host's real gsettings and GNOME's schemas, with
+/// GLib's keyfile back end in a directory of the test's (the guest gives it to a non-root user itself;
+/// here the guest acts as root, whose host settings the test must not touch).
+#[test]
+fn wallpaper_is_set_and_read_through_gsettings() {
+    let dir = tmpdir("wallpaper");
+    let conf = dir.join("config");
+    let d = Desktop::start_full("root", 320, 240, &[], &[("GSETTINGS_BACKEND", "keyfile"), ("XDG_CONFIG_HOME", conf.to_str().unwrap())]);
+    let png = dir.join("wall.png");
+    let shot = get(d.addr, "/screenshot").body;
+    std::fs::write(&png, &shot).unwrap();
+    let r = post_json(d.addr, "/setup/change_wallpaper", &json!({"path": png}));
+    assert_eq!((r.status, r.text().as_str()), (200, "Wallpaper changed successfully"), "{}", r.text());
+    assert!(conf.join("glib-2.0/settings/keyfile").exists(), "gsettings did not write the keyfile");
+    let r = post_json(d.addr, "/wallpaper", &json!({}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("image/png"));
+    assert_eq!(r.body, shot);
+    // OSWorld's refusals.
+    assert_eq!(post_json(d.addr, "/setup/change_wallpaper", &json!({})).status, 400);
+    assert_eq!(post_json(d.addr, "/setup/change_wallpaper", &json!({"path": dir.join("none.png")})).status, 404);
+    // The file picture-uri names is gone: OSWorld's 500 (its send_file fails).
+    std::fs::remove_file(&png).unwrap();
+    let r = post_json(d.addr, "/wallpaper", &json!({}));
+    assert_eq!(r.status, 500, "the wallpaper named is gone: {}", r.text());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// /setup/open_file answers at once when what it started exits with an error, instead of waiting out
+/// its timeout (1800 s by default) for a window that cannot come.
+#[test]
+fn open_file_fails_fast_when_the_opener_fails() {
+    let d = Desktop::start("nobody", 320, 240);
+    let t0 = std::time::Instant::now();
+    let r = post_json(d.addr, "/setup/open_file", &json!({"path": "false"}));
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.text().contains("exited with status 1"), "{}", r.text());
+    assert!(t0.elapsed().as_secs() < 5, "took {:?}", t0.elapsed());
+    // A program that exits 0 without a window is waited for until the (short) timeout, as before.
+    let t0 = std::time::Instant::now();
+    let r = post_json(d.addr, "/setup/open_file", &json!({"path": "true", "timeout_seconds": 2}));
+    assert_eq!(r.status, 500);
+    assert!(r.text().starts_with("Failed to find window"), "{}", r.text());
+    assert!(t0.elapsed().as_secs_f64() >= 2.0);
+}

@@ -121,6 +121,11 @@ impl Desktop {
 
     /// As `start`, with more options for drums-guest.
     pub fn start_with(user: &str, width: u32, height: u32, guest_args: &[&str]) -> Desktop {
+        Desktop::start_full(user, width, height, guest_args, &[])
+    }
+
+    /// As `start_with`, with more variables in drums-guest's environment (its children inherit them).
+    pub fn start_full(user: &str, width: u32, height: u32, guest_args: &[&str], env: &[(&str, &str)]) -> Desktop {
         require_root();
         let (display, xvfb) = start_xvfb(width, height);
         let mut procs = vec![xvfb];
@@ -138,6 +143,7 @@ impl Desktop {
             .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
             .env("HOME", "/root")
             .env("DISPLAY", &display)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

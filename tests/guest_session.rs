@@ -103,6 +103,21 @@ fn osworld_task_e0df059f_through_a_real_session() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(r.json()["AT"].as_str().unwrap().starts_with("<desktop-frame"), "{}", r.text());
 
+    // The default image has neither ffmpeg nor gsettings: the recording and wallpaper endpoints say so at
+    // once (OSWorld's client retries a failed request; each answer must not itself be slow).
+    let t0 = std::time::Instant::now();
+    let r = post_json(addr, "/start_recording", &json!({}));
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("ffmpeg is required for recording but was not found"), "{}", r.text());
+    assert!(t0.elapsed().as_secs_f64() < 2.0, "took {:?}", t0.elapsed());
+    assert_eq!(post_json(addr, "/end_recording", &json!({})).status, 400);
+    let r = post_json(addr, "/setup/change_wallpaper", &json!({"path": "~/Desktop"}));
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.text().contains("gsettings is not in this session's root image"), "{}", r.text());
+    assert_eq!(post_json(addr, "/wallpaper", &json!({})).status, 404);
+    // No terminal application runs: /terminal reads the AT-SPI tree and finds none, as OSWorld's would.
+    assert_eq!(get(addr, "/terminal").json(), json!({"output": null, "status": "success"}));
+
     // Malformed requests get 4xx and the guest keeps serving.
     for (path, body) in [("/execute", "{"), ("/execute", "[]"), ("/execute", r#"{"command": 5}"#), ("/list_directory", r#"{"path": "/proc/1/root"}"#)] {
         let r = request(addr, "POST", path, Some("application/json"), body.as_bytes());

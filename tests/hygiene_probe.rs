@@ -24,7 +24,7 @@ pub fn guest(rec: &Value, method: &str, path: &str, body: Option<Value>) -> Valu
 
 /// A DevTools connection to the session's browser, attached to its page.
 pub fn cdp(rec: &Value) -> (Cdp, String) {
-    let mut c = Cdp::connect(rec["ns"]["init_pid"].as_i64().unwrap() as i32, 9222, Duration::from_secs(10)).unwrap();
+    let mut c = Cdp::connect(rec["ns"]["init_pid"].as_i64().unwrap() as i32, rec["desktop"]["devtools_port"].as_u64().unwrap() as u16, Duration::from_secs(10)).unwrap();
     let (_, page) = c.attach_page().unwrap();
     (c, page)
 }

@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_TITLE: &str = "drums-ready";
 /// A page titled `drums-ready` on a blue background (`%23` is `#`: a bare `#` would start a fragment).
 pub const DEFAULT_URL: &str = "data:text/html,<title>drums-ready</title><body style=\"background:%2336c;color:white;font:48px sans-serif\"><h1>drums-ready</h1></body>";
-pub const DEVTOOLS_PORT: u16 = 9222;
+/// Drums' own DevTools port for its Chromium, on the session's loopback (drums-reseed, drums-ckpt). Not
+/// 9222: OSWorld's chrome tasks start their own browser and forward the session's port 9222 to it with
+/// socat (`socat tcp-listen:9222,fork ...`), which cannot bind while anything holds 9222.
+pub const DEVTOOLS_PORT: u16 = 9229;
 pub const GUEST_PORT: u16 = 5000;
 /// Chromium's profile (user data directory) inside the session: on the overlay rather than in the /tmp
 /// tmpfs, which CRIU would pack into every checkpoint and unpack in every restore.

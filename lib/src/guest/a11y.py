@@ -1,5 +1,6 @@
 # The AT-SPI tree of the session's desktop as OSWorld's XML (run by drums-guest as the desktop user, with
 # Debian's python3 and python3-pyatspi). Printed on stdout; problems on stderr with exit status 3.
+# With the argument `terminal`: {"output": the focused terminal's text or null}, for GET /terminal.
 import sys
 
 try:
@@ -92,6 +93,38 @@ def node_xml(node, depth):
             pass
     return el
 
+
+# Terminal emulators whose terminal widget (VTE) shows in AT-SPI with the role `terminal`. OSWorld's server
+# reads gnome-terminal-server's only; the others are the Debian terminals an image may hold instead.
+TERMINAL_APPS = ("gnome-terminal-server", "xfce4-terminal", "mate-terminal", "lxterminal", "tilix", "terminator")
+
+
+def terminal_text():
+    """OSWorld's /terminal: the text of the focused terminal of the active window of a terminal
+    application, right-stripped; None unless exactly one such terminal is found."""
+    found = []
+    for app in pyatspi.Registry.getDesktop(0):
+        if (app.name or "") not in TERMINAL_APPS:
+            continue
+        for frame in app:
+            if frame is None or frame.getRoleName() != "frame" or not frame.getState().contains(pyatspi.STATE_ACTIVE):
+                continue
+            stack = [(frame, 0)]
+            while stack:
+                node, depth = stack.pop()
+                if node.getRoleName() == "terminal" and node.getState().contains(pyatspi.STATE_FOCUSED):
+                    t = node.queryText()
+                    found.append(t.getText(0, t.characterCount).replace("\ufffc", "").replace("\ufffd", ""))
+                    continue
+                if depth < MAX_DEPTH:
+                    stack.extend((c, depth + 1) for c in node if c is not None)
+    return found[0].rstrip() if len(found) == 1 else None
+
+
+if sys.argv[1:] == ["terminal"]:
+    import json
+    sys.stdout.write(json.dumps({"output": terminal_text()}))
+    sys.exit(0)
 
 root = ET.Element("desktop-frame")
 for app in pyatspi.Registry.getDesktop(0):

@@ -12,9 +12,24 @@ const SCRIPT: &str = include_str!("a11y.py");
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 pub async fn tree(g: &Guest) -> Result<String, String> {
+    walk(g, &[]).await
+}
+
+/// GET /terminal: the text of the focused terminal in the active window of a terminal application (a
+/// VTE terminal: gnome-terminal as OSWorld reads it, or another of a11y.py's TERMINAL_APPS), found in the
+/// same AT-SPI tree; None when there is no such terminal, as OSWorld answers.
+pub async fn terminal(g: &Guest) -> Result<Option<String>, String> {
+    let out = walk(g, &["terminal"]).await?;
+    let v: serde_json::Value = serde_json::from_str(&out).map_err(|e| format!("the terminal reader printed no JSON ({e}): {out}"))?;
+    Ok(v["output"].as_str().map(str::to_string))
+}
+
+async fn walk(g: &Guest, args: &[&str]) -> Result<String, String> {
     let me = Account::current();
+    let mut argv: Vec<String> = vec!["/usr/bin/python3".into(), "-c".into(), SCRIPT.into()];
+    argv.extend(args.iter().map(|a| a.to_string()));
     let spec = Spec {
-        argv: vec!["/usr/bin/python3".into(), "-c".into(), SCRIPT.into()],
+        argv,
         acct: &me,
         display: &g.display,
         cwd: None,

@@ -110,13 +110,21 @@ pub fn shlex_split(s: &str) -> Result<Vec<String>, String> {
 /// The environment a child gets: the guest's own (D-Bus and AT-SPI addresses set by drums-desktop), with
 /// the user's identity and the session's display.
 fn child_env(acct: &Account, display: &str) -> Vec<(String, String)> {
-    vec![
+    let mut env = vec![
         ("HOME".into(), acct.home.display().to_string()),
         ("USER".into(), acct.name.clone()),
         ("LOGNAME".into(), acct.name.clone()),
         ("SHELL".into(), acct.shell.clone()),
         ("DISPLAY".into(), display.to_string()),
-    ]
+    ];
+    // GSettings (gsettings, and GNOME applications' settings) keeps its values through dconf, which needs
+    // a session bus of the user's own; the session's bus is root's. GLib's keyfile back end keeps them in
+    // ~/.config/glib-2.0/settings/keyfile instead, so that what one process sets (OSWorld's
+    // /setup/change_wallpaper, a task's `gsettings set`) the next one reads.
+    if acct.is_other() && std::env::var_os("GSETTINGS_BACKEND").is_none() {
+        env.push(("GSETTINGS_BACKEND".into(), "keyfile".into()));
+    }
+    env
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -249,6 +257,42 @@ fn kill_group(pgid: Option<i32>) {
     }
 }
 
+/// A program started detached in its own session (as `launch`) and kept watched: its exit status can be
+/// polled, its standard error is captured (the first `WATCH_STDERR` bytes), and its standard input is a
+/// pipe when asked for. For openers whose failure must be answered at once (/setup/open_file) and for
+/// the recorder (/start_recording, stopped by writing `q` to its standard input).
+pub struct Watched {
+    pub child: tokio::process::Child,
+    pub stdin: Option<tokio::process::ChildStdin>,
+    stderr: Shared,
+}
+
+/// Enough of a program's standard error to say why it failed.
+const WATCH_STDERR: usize = 64 << 10;
+
+impl Watched {
+    pub fn stderr_text(&self) -> String {
+        let c = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        String::from_utf8_lossy(&c.kept).trim().to_string()
+    }
+}
+
+pub fn spawn_watched(argv: &[String], acct: &Account, display: &str, with_stdin: bool) -> std::io::Result<Watched> {
+    let (err_r, err_w) = pipe()?;
+    let mut cmd = command(argv, acct, display, None, true);
+    cmd.stdout(Stdio::null()).stderr(Stdio::from(err_w));
+    if with_stdin {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn()?;
+    drop(cmd);
+    let stderr = Shared::default();
+    // The reader ends when the last holder of the pipe (the program, or what it started) closes it.
+    tokio::spawn(read_all(err_r, stderr.clone(), WATCH_STDERR));
+    let stdin = child.stdin.take();
+    Ok(Watched { child, stdin, stderr })
+}
+
 /// Start a program and leave it running, detached in its own session, output on the guest's log.
 pub fn launch(argv: &[String], acct: &Account, display: &str) -> std::io::Result<u32> {
     let mut cmd = command(argv, acct, display, None, true);
@@ -261,6 +305,16 @@ pub fn launch(argv: &[String], acct: &Account, display: &str) -> std::io::Result
 #[cfg(test)]
 mod tests {
     use super::shlex_split;
+
+    #[test]
+    fn a_desktop_user_gets_the_keyfile_settings_back_end() {
+        let user = super::Account { name: "user".into(), uid: 1000, gid: 1000, home: "/home/user".into(), shell: "/bin/bash".into(), groups: vec![1000] };
+        let env = super::child_env(&user, ":5");
+        if std::env::var_os("GSETTINGS_BACKEND").is_none() {
+            assert!(env.contains(&("GSETTINGS_BACKEND".into(), "keyfile".into())), "{env:?}");
+        }
+        assert!(env.contains(&("DISPLAY".into(), ":5".into())));
+    }
 
     #[test]
     fn splits_like_python_shlex() {

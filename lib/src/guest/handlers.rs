@@ -59,6 +59,10 @@ pub fn router(g: Arc<Guest>) -> Router {
         .route("/setup/close_window", post(close_window))
         .route("/run_python", post(run_python))
         .route("/run_bash_script", post(run_bash_script))
+        .route("/start_recording", post(start_recording))
+        .route("/end_recording", post(end_recording))
+        .route("/wallpaper", post(wallpaper))
+        .route("/setup/change_wallpaper", post(change_wallpaper))
         .route("/drums/rng", get(rng_status))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -574,8 +578,11 @@ async fn platform() -> Response {
 
 /// OSWorld reads a focused gnome-terminal through AT-SPI; sessions have no gnome-terminal, so the answer
 /// is OSWorld's "no active terminal". Harnesses poll this endpoint to see that the server is up.
-async fn terminal() -> Response {
-    json_at(200, json!({"output": null, "status": "success"}))
+async fn terminal(State(g): G) -> Response {
+    match super::a11y::terminal(&g).await {
+        Ok(out) => json_at(200, json!({"output": out, "status": "success"})),
+        Err(e) => json_at(500, json!({"status": "error", "message": e})),
+    }
 }
 
 async fn accessibility(State(g): G) -> Response {
@@ -664,11 +671,27 @@ async fn open_file(State(g): G, body: Bytes) -> Response {
         Some(w) if !w.is_empty() => vec![w],
         _ => candidates.into_iter().filter(|c| !c.is_empty()).collect(),
     };
-    if let Err(e) = exec::launch(&argv, &g.acct, &g.display) {
-        return text(500, format!("Failed to open {raw}. Error: {}", os_error_text(&e, &argv[0])));
-    }
+    let mut opener = match exec::spawn_watched(&argv, &g.acct, &g.display, false) {
+        Ok(w) => w,
+        Err(e) => return text(500, format!("Failed to open {raw}. Error: {}", os_error_text(&e, &argv[0]))),
+    };
     let deadline = Instant::now() + Duration::from_secs_f64(timeout);
+    let mut opener_done = false;
     while Instant::now() < deadline {
+        // An opener that exits with an error (xdg-open finding nothing to open the file with, a program
+        // that fails at its start) opens no window: answer now, not after the whole timeout. One that
+        // exits 0 handed the file on, and the window is waited for as before.
+        if !opener_done {
+            if let Ok(Some(st)) = opener.child.try_wait() {
+                opener_done = true;
+                if !st.success() {
+                    // Its standard error, once the pipe's reader has it (the opener is gone).
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let code = st.code().map_or_else(|| format!("was killed by signal {}", std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(0)), |c| format!("exited with status {c}"));
+                    return text(500, format!("Failed to open {raw}: {} {code}: {}", argv[0], opener.stderr_text()));
+                }
+            }
+        }
         let d = g.display.clone();
         let c2 = candidates.clone();
         let found = blocking(move || -> Result<bool, String> {
@@ -686,6 +709,189 @@ async fn open_file(State(g): G, body: Bytes) -> Response {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     text(500, format!("Failed to find window for {} within {} seconds.", py_list(&candidates), fmt_secs(timeout)))
+}
+
+// ---- recording ---------------------------------------------------------------------------------------
+
+/// Where OSWorld's server records (`tempfile.gettempdir()`), inside the session.
+const RECORDING_PATH: &str = "/tmp/osworld_recording.mp4";
+/// OSWorld's: a recorder still running this long after its start has started; /end_recording waits this
+/// long for it to finish the file after `q`, then for the file to be there.
+const RECORDER_START: Duration = Duration::from_secs(2);
+const RECORDER_STOP: Duration = Duration::from_secs(15);
+const RECORDING_READY: Duration = Duration::from_secs(3);
+
+/// POST /start_recording: ffmpeg's x11grab of the session's display, as the user, into RECORDING_PATH.
+/// Without ffmpeg in the session's image the answer is an immediate 500 saying so (OSWorld's server
+/// answers the same); a recorder that dies within its first 2 s is a 500 with its standard error.
+async fn start_recording(State(g): G) -> Response {
+    let mut rec = g.recording.lock().await;
+    if let Some(w) = rec.as_mut() {
+        if matches!(w.child.try_wait(), Ok(None)) {
+            return json_at(400, json!({"status": "error", "message": "Recording is already in progress."}));
+        }
+    }
+    *rec = None;
+    let Some(ffmpeg) = which("ffmpeg") else {
+        return json_at(500, json!({"status": "error", "message": "ffmpeg is required for recording but was not found in PATH (it is not in this session's root image; the osworld image has it: pipelines/images/osworld.packages)"}));
+    };
+    let out = PathBuf::from(RECORDING_PATH);
+    let (g2, o2) = (g.clone(), out.clone());
+    let removed = blocking(move || super::user::with_fs_identity(&g2.acct, || match std::fs::remove_file(&o2) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+        _ => Ok(()),
+    }))
+    .await;
+    match removed {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return json_at(500, json!({"status": "error", "message": format!("Failed to remove old recording file: {e}")})),
+        Err(r) => return r,
+    }
+    let d = g.display.clone();
+    let (w, h) = match blocking(move || x11::screen_size(&d)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return json_at(500, json!({"status": "error", "message": e})),
+        Err(r) => return r,
+    };
+    let size = format!("{w}x{h}");
+    let ffmpeg = ffmpeg.display().to_string();
+    let argv: Vec<String> = [
+        ffmpeg.as_str(), "-y", "-nostats", "-hide_banner", "-f", "x11grab", "-draw_mouse", "1", "-s", size.as_str(), "-i", g.display.as_str(),
+        "-c:v", "libx264", "-r", "30", RECORDING_PATH,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut watched = match exec::spawn_watched(&argv, &g.acct, &g.display, true) {
+        Ok(w) => w,
+        Err(e) => return json_at(500, json!({"status": "error", "message": format!("Failed to start recording: {}", os_error_text(&e, &argv[0]))})),
+    };
+    if let Ok(Ok(st)) = tokio::time::timeout(RECORDER_START, watched.child.wait()).await {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        return json_at(500, json!({"status": "error", "message": format!("Failed to start recording. ffmpeg terminated unexpectedly ({st}). Error: {}", watched.stderr_text())}));
+    }
+    *rec = Some(watched);
+    json_at(200, json!({"status": "success", "message": "Started recording successfully."}))
+}
+
+/// POST /end_recording: `q` to ffmpeg, which finishes the MP4; the file as an attachment.
+async fn end_recording(State(g): G) -> Response {
+    let mut rec = g.recording.lock().await;
+    let running = match rec.as_mut() {
+        Some(w) => matches!(w.child.try_wait(), Ok(None)),
+        None => false,
+    };
+    if !running {
+        *rec = None;
+        return match recording_file(&g, Duration::ZERO).await {
+            Some(r) => r,
+            None => json_at(400, json!({"status": "error", "message": "No recording in progress to stop."})),
+        };
+    }
+    let Some(mut w) = rec.take() else { return json_at(400, json!({"status": "error", "message": "No recording in progress to stop."})) };
+    drop(rec);
+    if let Some(mut stdin) = w.stdin.take() {
+        use tokio::io::AsyncWriteExt;
+        let _ = stdin.write_all(b"q\n").await;
+        let _ = stdin.flush().await;
+    }
+    if tokio::time::timeout(RECORDER_STOP, w.child.wait()).await.is_err() {
+        if let Some(pid) = w.child.id() {
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+        }
+        let _ = w.child.wait().await;
+        return json_at(500, json!({"status": "error", "message": format!("Recording process was unresponsive and had to be killed. Stderr: {}", w.stderr_text())}));
+    }
+    match recording_file(&g, RECORDING_READY).await {
+        Some(r) => r,
+        None => html_error(500, "Internal Server Error", &format!("Recording failed. The output file is missing or empty. ffmpeg stderr: {}", w.stderr_text())),
+    }
+}
+
+/// The recording, once it is there and not empty (polled until `wait` passes).
+async fn recording_file(g: &Arc<Guest>, wait: Duration) -> Option<Response> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let g2 = g.clone();
+        if let Ok(Ok((f, len))) = blocking(move || files::open_for_send(&g2.acct, std::path::Path::new(RECORDING_PATH))).await {
+            if len > 0 {
+                return Some(stream_file(f, len, std::path::Path::new(RECORDING_PATH), "video/mp4"));
+            }
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+// ---- wallpaper ---------------------------------------------------------------------------------------
+
+/// `gsettings ARGS` as the user: Ok(stdout) when it exits 0, else Err(why).
+async fn gsettings(g: &Arc<Guest>, args: &[&str]) -> Result<String, String> {
+    let Some(bin) = which("gsettings") else {
+        return Err("gsettings is not in this session's root image (libglib2.0-bin; the osworld image has it with GNOME's settings schemas)".into());
+    };
+    let mut argv = vec![bin.display().to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: Duration::from_secs(30), max_output: 1 << 20 };
+    match exec::run(spec).await {
+        Ok(o) if o.code == 0 => Ok(lossy(&o.stdout)),
+        Ok(o) => Err(format!("gsettings {} exited {}: {}", args.join(" "), o.code, lossy(&o.stderr).trim())),
+        Err(RunError::Timeout) => Err("gsettings took longer than 30 s".into()),
+        Err(RunError::Spawn(e)) => Err(os_error_text(&e, "gsettings")),
+    }
+}
+
+/// POST /wallpaper: the file org.gnome.desktop.background picture-uri names, as OSWorld's server reads
+/// it (its `file://` and quotes stripped); 404 when none is set or gsettings cannot say.
+async fn wallpaper(State(g): G) -> Response {
+    let uri = match gsettings(&g, &["get", "org.gnome.desktop.background", "picture-uri"]).await {
+        Ok(u) => u.trim().replace("file://", "").replace('\'', ""),
+        Err(e) => {
+            super::log(&format!("/wallpaper: {e}"));
+            return html_error(404, "Not Found", &format!("Wallpaper file not found ({e})"));
+        }
+    };
+    if uri.is_empty() {
+        return html_error(404, "Not Found", "Wallpaper file not found");
+    }
+    let p = match files::session_path(&g.acct, &uri) {
+        Ok(p) => p,
+        Err(e) => return html_error(500, "Internal Server Error", &format!("Unable to serve the wallpaper file: {e}")),
+    };
+    let (g2, p2) = (g.clone(), p.clone());
+    match blocking(move || files::open_for_send(&g2.acct, &p2)).await {
+        Ok(Ok((f, len))) => stream_file(f, len, &p, "image/png"),
+        Ok(Err((_, e))) => html_error(500, "Internal Server Error", &format!("Unable to serve the wallpaper file: {}: {e}", p.display())),
+        Err(r) => r,
+    }
+}
+
+/// POST /setup/change_wallpaper {path}: picture-uri set to the file. Unlike OSWorld's server, which
+/// answers success whatever gsettings did, a gsettings that fails (or is missing) is a 500 saying why.
+async fn change_wallpaper(State(g): G, body: Bytes) -> Response {
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let raw = match opt_str(&m, "path") {
+        Ok(Some(p)) if !p.is_empty() => p.to_string(),
+        Ok(_) => return text(400, "Path not supplied!"),
+        Err(r) => return r,
+    };
+    let p = match files::session_path(&g.acct, &raw) {
+        Ok(p) => p,
+        Err(e) => return text(400, e),
+    };
+    let (g2, p2) = (g.clone(), p.clone());
+    if !blocking(move || super::user::with_fs_identity(&g2.acct, || p2.exists())).await.unwrap_or(false) {
+        return text(404, format!("File not found: {}", p.display()));
+    }
+    match gsettings(&g, &["set", "org.gnome.desktop.background", "picture-uri", &format!("file://{}", p.display())]).await {
+        Ok(_) => text(200, "Wallpaper changed successfully"),
+        Err(e) => text(500, format!("Failed to change wallpaper. Error: {e}")),
+    }
 }
 
 fn which(prog: &str) -> Option<PathBuf> {
@@ -779,6 +985,11 @@ async fn file(State(g): G, req: Request) -> Response {
         Ok(x) => x,
         Err((code, msg)) => return json_at(code, json!({"error": msg})),
     };
+    stream_file(f, len, &p, files::mime_of(&p))
+}
+
+/// A file opened as the user, streamed as Flask's `send_file(..., as_attachment=True)` answers.
+fn stream_file(f: std::fs::File, len: u64, p: &std::path::Path, mime: &'static str) -> Response {
     super::log(&format!("sending {} ({len} bytes)", p.display()));
     let f = tokio::fs::File::from_std(f);
     let stream = futures::stream::unfold(f, |mut f| async move {
@@ -796,7 +1007,7 @@ async fn file(State(g): G, req: Request) -> Response {
     let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut r = Response::new(Body::from_stream(stream));
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(files::mime_of(&p)));
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     if let Ok(v) = HeaderValue::from_str(&content_disposition(&name)) {
         h.insert(header::CONTENT_DISPOSITION, v);

@@ -59,6 +59,8 @@ pub struct Guest {
     pub display: String,
     pub rng: rng::GuestRng,
     pub bounds: Bounds,
+    /// The screen recording of /start_recording, until /end_recording stops it.
+    pub recording: tokio::sync::Mutex<Option<exec::Watched>>,
 }
 
 fn log(msg: &str) {
@@ -76,7 +78,7 @@ pub fn serve(cfg: Config) -> Result<()> {
     if acct.is_other() && unsafe { libc::geteuid() } != 0 {
         return Err(Error::env(format!("running as uid {} cannot act as `{}` (uid {}): start drums-guest as root or as that user", unsafe { libc::geteuid() }, acct.name, acct.uid)));
     }
-    let guest = Arc::new(Guest { acct, display: cfg.display.clone(), rng: rng::GuestRng::from_kernel(), bounds: cfg.bounds });
+    let guest = Arc::new(Guest { acct, display: cfg.display.clone(), rng: rng::GuestRng::from_kernel(), bounds: cfg.bounds, recording: Default::default() });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""Run OSWorld task files through OSWorld's own DesktopEnv with the Drums provider (docs/osworld.md).
+
+  pipelines/osworld-run.py --checkpoint ckpt.json [--agent none|scripted --actions FILE] [TASK ...]
+  pipelines/osworld-run.py --list [TASK ...]
+
+TASK: task files or directories of them (default: the shared OSWorld tasks, ../shared/osworld/examples).
+Each task is first classified: it runs here when its setup and evaluation need no internet and the
+applications of its domain are in the checkpoint's root image; otherwise it is skipped with the reason.
+
+One JSON line per task on stdout:
+  {"type": "osworld_task", "id", "domain", "runnable", "skip_reason",
+   "setup_ok", "reset_s", "take_s", "take_source", "setup_s", "eval_s", "score", "error", "session"}
+reset_s is DesktopEnv.reset (take_s of it the provider's take of a fresh sibling, null when the reset
+reused a clean one; setup_s the task's setup, SetupController.setup, all tries); eval_s is evaluate();
+score the metric's value (null when evaluation raised: error says what). setup_ok is what
+SetupController.setup returned (DesktopEnv retries a failed setup up to 5 times, 5 s apart, and goes on).
+A summary line {"type": "osworld_summary", per domain: tasks, runnable, setup_ok, evaluated, score_0}
+comes last.
+
+Agents: none (evaluate right after setup: a correct environment scores 0), scripted (--actions FILE: a
+JSON object of task id -> list of actions, each sent with env.step as pyautogui code).
+Needs PYTHONPATH with pipelines/osworld and the harness (pipelines/setup.d/osworld-harness.sh); this
+script adds both when they are at their default places. Exit 0 when every runnable task was set up and
+evaluated without error, 1 otherwise, 2 usage.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "osworld" / "examples"
+HARNESS = Path(os.environ.get("DRUMS_OSWORLD_HARNESS", "/var/lib/drums/osworld-harness"))
+
+# What each domain's tasks start, as programs the image must hold (looked up in its /usr/bin).
+DOMAIN_PROGRAMS = {
+    "os": [],
+    "chrome": ["chromium"],
+    "gimp": ["gimp"],
+    "vlc": ["vlc"],
+    "thunderbird": ["thunderbird"],
+    "libreoffice_calc": ["soffice"],
+    "libreoffice_writer": ["soffice"],
+    "libreoffice_impress": ["soffice"],
+    "multi_apps": ["soffice", "gimp", "vlc", "thunderbird"],
+}
+URL = re.compile(r"https?://")
+
+
+def task_files(args):
+    out = []
+    for a in args or [str(SHARED)]:
+        p = Path(a)
+        out.extend(sorted(p.glob("*/*.json")) + sorted(p.glob("*.json")) if p.is_dir() else [p])
+    return [f for f in out if f.name != "test_all.json"]
+
+
+def classify(task, domain, image_root):
+    """None when the task can run here, else why not."""
+    if domain == "vs_code":
+        return "VS Code: not packaged by Debian, so no Drums image has it"
+    if URL.search(json.dumps(task.get("config", []))) or URL.search(json.dumps(task.get("evaluator", {}))):
+        return "internet: its setup or evaluation names an http(s) URL (downloads, pages), and these machines have no internet"
+    if domain == "chrome" and image_root:
+        # The tasks start `google-chrome --remote-debugging-port=1337` and forward the session's 9222 to it
+        # with socat; the getters read the profile ~/.config/google-chrome, which the image's google-chrome
+        # (a script since pipelines/image.sh made it one; a link to chromium before) gives.
+        if not (Path(image_root) / "usr/bin/socat").exists():
+            return "chrome: the root image has no socat, which the tasks forward DevTools (9222) with"
+        if (Path(image_root) / "usr/bin/google-chrome").is_symlink():
+            return "chrome: the root image's google-chrome is a link to chromium, without OSWorld's profile path (rebuild it with pipelines/image.sh)"
+    missing = [p for p in DOMAIN_PROGRAMS.get(domain, []) if image_root and not (Path(image_root) / "usr/bin" / p).exists()]
+    if missing:
+        return f"the root image has no {', '.join(missing)}"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tasks", nargs="*")
+    ap.add_argument("--checkpoint", help="checkpoint record file or id (DesktopEnv's path_to_vm)")
+    ap.add_argument("--agent", choices=["none", "scripted"], default="none")
+    ap.add_argument("--actions", help="scripted agent: JSON object task id -> list of pyautogui actions")
+    ap.add_argument("--list", action="store_true", help="classify only: which tasks run here, and why not")
+    ap.add_argument("--cache", default="/tmp/drums-osworld-cache")
+    a = ap.parse_args()
+    if a.agent == "scripted" and not a.actions:
+        ap.error("--agent scripted needs --actions FILE")
+    if not a.list and not a.checkpoint:
+        ap.error("give --checkpoint (or --list)")
+    image_root = None
+    if a.checkpoint and os.path.exists(a.checkpoint):
+        image_root = json.loads(Path(a.checkpoint).read_text())["image"]["root"]
+    elif a.list:
+        image_root = "/var/lib/drums/images/desktop/root"
+    actions = json.loads(Path(a.actions).read_text()) if a.actions else {}
+
+    tasks = []
+    for f in task_files(a.tasks):
+        t = json.loads(f.read_text())
+        domain = f.parent.name
+        tasks.append((t, domain, classify(t, domain, image_root)))
+    summary = {}
+
+    def emit(rec):
+        d = summary.setdefault(rec["domain"], {"tasks": 0, "runnable": 0, "setup_ok": 0, "evaluated": 0, "score_0": 0})
+        d["tasks"] += 1
+        d["runnable"] += rec["runnable"]
+        d["setup_ok"] += bool(rec.get("setup_ok"))
+        d["evaluated"] += rec.get("score") is not None
+        d["score_0"] += rec.get("score") == 0
+        print(json.dumps(rec), flush=True)
+
+    env = None
+    if not a.list and any(r is None for _, _, r in tasks):
+        for p in (str(REPO / "pipelines" / "osworld"), str(HARNESS)):
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        import drums_osworld
+        drums_osworld.register()
+        from desktop_env.controllers.setup import SetupController
+        from desktop_env.desktop_env import DesktopEnv
+
+        # The runner's own instrument: what SetupController.setup returned, and how long it took (OSWorld
+        # only logs a failed setup). The method is OSWorld's, called unchanged.
+        setups = []
+        original_setup = SetupController.setup
+
+        def timed_setup(self, *args, **kwargs):
+            t0 = time.monotonic()
+            ok = original_setup(self, *args, **kwargs)
+            setups.append((ok, time.monotonic() - t0))
+            return ok
+
+        SetupController.setup = timed_setup
+        env = DesktopEnv(provider_name="drums", path_to_vm=a.checkpoint, action_space="pyautogui", headless=True,
+                         require_a11y_tree=False, cache_dir=a.cache)
+    failed = 0
+    try:
+        for t, domain, reason in tasks:
+            rec = {"type": "osworld_task", "id": t["id"], "domain": domain, "runnable": reason is None, "skip_reason": reason,
+                   "setup_ok": None, "reset_s": None, "take_s": None, "take_source": None, "setup_s": None, "eval_s": None,
+                   "score": None, "error": None, "session": None}
+            if reason is not None or a.list:
+                emit(rec)
+                continue
+            try:
+                takes, setups[:] = len(env.provider.takes), []
+                t0 = time.monotonic()
+                env.reset(task_config=t)
+                rec["reset_s"] = round(time.monotonic() - t0, 3)
+                if len(env.provider.takes) > takes:
+                    rec["take_s"], rec["take_source"] = env.provider.takes[-1]["seconds"], env.provider.takes[-1]["source"]
+                rec["session"] = json.loads(env.provider.session)["id"]
+                # The setup's tries: ok when the last one was.
+                rec["setup_ok"] = bool(setups) and bool(setups[-1][0])
+                rec["setup_s"] = round(sum(s for _, s in setups), 3) if setups else None
+                for act in actions.get(t["id"], []) if a.agent == "scripted" else []:
+                    env.step(act, pause=0.5)
+                t0 = time.monotonic()
+                rec["score"] = env.evaluate()
+                rec["eval_s"] = round(time.monotonic() - t0, 3)
+                # Whatever the task did, the next one starts on a fresh sibling.
+                env.is_environment_used = True
+            except Exception as e:  # the task's failure is recorded; the run goes on with a fresh sibling
+                rec["error"] = f"{type(e).__name__}: {e}"[:2000]
+                env.is_environment_used = True
+            if not rec["setup_ok"] or rec["score"] is None:
+                failed += 1
+            emit(rec)
+    finally:
+        if env is not None:
+            env.close()
+    print(json.dumps({"type": "osworld_summary", "agent": a.agent, "domains": summary}), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""OSWorld's provider interface (desktop_env.providers.base) over Drums sessions.
+
+A "VM" here is a checkpoint: `path_to_vm` names a checkpoint record file (what `drums-ckpt` prints) or a
+checkpoint id (`c-...`). The provider holds at most one session at a time, a sibling restored from that
+checkpoint (taken from its warm pool when one is filled, drums-pool(7)), and owns it: every tool runs with
+DRUMS_OWNER set to this process, so when the harness dies without stop_emulator, `drums-sweep --orphans`
+destroys the session. Records and exit codes of the tools: drums(7), docs/record.md.
+"""
+import atexit
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+from desktop_env.providers.base import Provider, VMManager
+
+REPO = Path(__file__).resolve().parents[3]
+PIPELINES = REPO / "pipelines"
+STATE_DIR = Path(os.environ.get("DRUMS_STATE_DIR", "/run/drums"))
+# Where get_vm_path keeps the record of the checkpoint it makes when the harness names none.
+DEFAULT_CHECKPOINT_RECORD = Path(os.environ.get("DRUMS_OSWORLD_DIR", "/var/lib/drums/osworld")) / "checkpoint.json"
+# The ports DesktopEnv reads from get_ip_address. The guest's is the session's; Chromium's DevTools, VNC and
+# VLC's HTTP interface are OSWorld's fixed ports: on 9222 the chrome tasks forward DevTools to the browser
+# they start (Drums' own is on the loopback's 9229), a session has no VNC server, and VLC's HTTP interface
+# is not set up yet (docs/osworld.md, "What works").
+CHROMIUM_PORT, VNC_PORT, VLC_PORT = 9222, 8006, 8080
+TAKE_TIMEOUT = 300
+
+
+class DrumsError(RuntimeError):
+    """A Drums tool failed; the message holds its error object (drums(7))."""
+
+
+def _env():
+    env = dict(os.environ)
+    built = REPO / "target" / "release"
+    if (built / "drums-restore").exists():
+        env["PATH"] = f"{built}:{env.get('PATH', '/usr/bin:/bin')}"
+    # The harness owns its sessions: the sweep destroys them once this process is gone.
+    env["DRUMS_OWNER"] = str(os.getpid())
+    return env
+
+
+def _run(argv, stdin="", timeout=TAKE_TIMEOUT):
+    """Run a Drums tool or pipeline; its standard output. DrumsError when it fails."""
+    p = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=_env(), timeout=timeout)
+    if p.returncode != 0:
+        raise DrumsError(f"{' '.join(map(str, argv))} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+    return p.stdout
+
+
+def _one_record(out, kind):
+    lines = [line for line in out.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise DrumsError(f"expected one {kind} record, got {len(lines)} lines")
+    rec = json.loads(lines[0])
+    if rec.get("type") != kind:
+        raise DrumsError(f"expected a {kind} record, got type {rec.get('type')!r}")
+    return lines[0], rec
+
+
+class Checkpoint:
+    """A checkpoint the provider restores from: its id, and its record when known."""
+
+    def __init__(self, ident, record=None):
+        self.id, self.record = ident, record
+
+    @classmethod
+    def named(cls, path_to_vm):
+        s = str(path_to_vm)
+        if s.startswith("c-") and "/" not in s:
+            return cls(s)
+        text = Path(s).read_text()
+        line, rec = _one_record(text, "checkpoint")
+        return cls(rec["id"], line)
+
+    def pool_has_siblings(self):
+        return any((STATE_DIR / "pools" / self.id / "ready").glob("*.json"))
+
+
+class DrumsProvider(Provider):
+    def __init__(self, region=None):
+        super().__init__(region)
+        self.session = None  # the session record (one JSON line) of the sibling held now
+        self.snapshots = {}  # save_state's name -> Checkpoint
+        # One entry per session taken: {"session", "checkpoint", "source": "pool"|"restore", "seconds"}.
+        self.takes = []
+        atexit.register(self._destroy)
+
+    # -- the interface ---------------------------------------------------------------------------------
+
+    def start_emulator(self, path_to_vm, headless=True, os_type=None, *args, **kwargs):
+        # DesktopEnv calls this at construction and again after every revert_to_snapshot, which already
+        # took the fresh sibling: only take one when none is held.
+        if self.session is None:
+            self._take(Checkpoint.named(path_to_vm))
+
+    def get_ip_address(self, path_to_vm):
+        if self.session is None:
+            raise DrumsError("no session: start_emulator first")
+        url = urlparse(json.loads(self.session)["desktop"]["guest_url"])
+        return f"{url.hostname}:{url.port or 5000}:{CHROMIUM_PORT}:{VNC_PORT}:{VLC_PORT}"
+
+    def save_state(self, path_to_vm, snapshot_name):
+        """Checkpoint the held session under `snapshot_name` (it keeps running). The checkpoint persists
+        on disk like a VM snapshot; revert_to_snapshot with that name restores from it."""
+        if self.session is None:
+            raise DrumsError("no session to save: start_emulator first")
+        line, rec = _one_record(_run(["drums-ckpt", "--leave-running"], self.session), "checkpoint")
+        self.snapshots[snapshot_name] = Checkpoint(rec["id"], line)
+
+    def revert_to_snapshot(self, path_to_vm, snapshot_name):
+        """Destroy the held session and take a fresh sibling of the snapshot: one saved by save_state
+        under that name, else the checkpoint `path_to_vm` names (OSWorld's "init_state")."""
+        ckpt = self.snapshots.get(snapshot_name) or Checkpoint.named(path_to_vm)
+        self._destroy()
+        self._take(ckpt)
+        return path_to_vm
+
+    def stop_emulator(self, path_to_vm=None, *args, **kwargs):
+        self._destroy()
+
+    # -- sessions --------------------------------------------------------------------------------------
+
+    def _take(self, ckpt):
+        t0 = time.monotonic()
+        out, source = None, "pool"
+        if ckpt.pool_has_siblings():
+            p = subprocess.run([str(PIPELINES / "pool-take.sh"), "--checkpoint", ckpt.id], capture_output=True, text=True, env=_env(), timeout=TAKE_TIMEOUT)
+            # Exit 1: the pool emptied meanwhile (or refused every sibling); restore one instead.
+            if p.returncode == 0:
+                out = p.stdout
+            elif p.returncode != 1:
+                raise DrumsError(f"pool-take.sh --checkpoint {ckpt.id} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+        if out is None:
+            source = "restore"
+            if ckpt.record is not None:
+                out = _run([str(PIPELINES / "restore.sh")], ckpt.record + "\n")
+            else:
+                out = _run([str(PIPELINES / "restore.sh"), "--checkpoint", ckpt.id])
+        try:
+            line, rec = _one_record(out, "session")
+        except (DrumsError, ValueError):
+            subprocess.run(["drums-sweep"], input=out, capture_output=True, text=True, env=_env())
+            raise
+        self.session = line
+        self.takes.append({"session": rec["id"], "checkpoint": ckpt.id, "source": source, "seconds": round(time.monotonic() - t0, 4)})
+
+    def _destroy(self):
+        if self.session is not None:
+            rec, self.session = self.session, None
+            _run(["drums-sweep"], rec + "\n")
+
+
+class DrumsVMManager(VMManager):
+    """OSWorld's VM registry, for the harness's bookkeeping: Drums keeps its own (the ledgers), so only
+    get_vm_path does anything: the checkpoint to use when DesktopEnv is given no path_to_vm."""
+
+    def initialize_registry(self, **kwargs):
+        pass
+
+    def add_vm(self, vm_path, *args, **kwargs):
+        pass
+
+    def delete_vm(self, vm_path, *args, **kwargs):
+        pass
+
+    def occupy_vm(self, vm_path, pid, *args, **kwargs):
+        pass
+
+    def list_free_vms(self, *args, **kwargs):
+        return []
+
+    def check_and_clean(self, *args, **kwargs):
+        pass
+
+    def get_vm_path(self, *args, **kwargs):
+        """$DRUMS_OSWORLD_CHECKPOINT (a checkpoint record file or id); else the checkpoint this manager
+        made before (its record in $DRUMS_OSWORLD_DIR/checkpoint.json) while its directory exists; else a
+        new one: a cold session (pipelines/cold.sh, on the image $DRUMS_OSWORLD_IMAGE when set)
+        checkpointed clean."""
+        named = os.environ.get("DRUMS_OSWORLD_CHECKPOINT")
+        if named:
+            return named
+        rec = DEFAULT_CHECKPOINT_RECORD
+        try:
+            if Path(json.loads(rec.read_text())["dir"]).is_dir():
+                return str(rec)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        env = _env()
+        if os.environ.get("DRUMS_OSWORLD_IMAGE"):
+            env["DRUMS_OVERLAY_ARGS"] = f"--image {os.environ['DRUMS_OSWORLD_IMAGE']}"
+        cold = subprocess.run([str(PIPELINES / "cold.sh")], capture_output=True, text=True, env=env, timeout=TAKE_TIMEOUT)
+        if cold.returncode != 0:
+            raise DrumsError(f"pipelines/cold.sh exited {cold.returncode}: {cold.stderr.strip()[-2000:]}")
+        try:
+            # drums-ckpt destroys the source after its dump; a failed dump may leave it running.
+            line, _ = _one_record(_run(["drums-ckpt", "--clean"], cold.stdout), "checkpoint")
+        except Exception:
+            subprocess.run(["drums-sweep"], input=cold.stdout, capture_output=True, text=True, env=env)
+            raise
+        rec.parent.mkdir(parents=True, exist_ok=True)
+        tmp = rec.with_suffix(".tmp")
+        tmp.write_text(line + "\n")
+        tmp.replace(rec)
+        return str(rec)

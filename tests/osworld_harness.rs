@@ -1,0 +1,235 @@
+//! OSWorld's own harness, unchanged, on Drums sessions: `DesktopEnv(provider_name="drums")` after
+//! `drums_osworld.register()` (pipelines/osworld/), with desktop-env and its import chain as
+//! pipelines/setup.d/osworld-harness.sh installs them, runs task e0df059f read verbatim from the shared
+//! OSWorld task files: reset gives a restored sibling of the checkpoint where the task scores 0, the
+//! rename sent through env.step scores 1, a second reset gives a fresh sibling (the old one destroyed)
+//! where it scores 0 again; close destroys it. A harness killed without close leaves its session to the
+//! orphan sweep.
+
+use drums_tests::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TASK: &str = "examples/os/e0df059f-28a6-4169-924f-b9623e7184cc.json";
+
+/// Removes a checkpoint directory when dropped (checkpoints outlive sessions).
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = drums::ckpt::remove_checkpoint_dir(&self.0);
+    }
+}
+
+fn harness_dir() -> PathBuf {
+    let dir = PathBuf::from(std::env::var("DRUMS_OSWORLD_HARNESS").unwrap_or_else(|_| "/var/lib/drums/osworld-harness".into()));
+    assert!(
+        dir.join("desktop_env/desktop_env.py").exists() && dir.join(".drums-requirements").exists(),
+        "OSWorld's harness is not installed in {}: run pipelines/setup.sh (pipelines/setup.d/osworld-harness.sh)",
+        dir.display()
+    );
+    dir
+}
+
+/// The shared OSWorld task files (`../shared/osworld` beside the project, see its README).
+fn shared_task() -> PathBuf {
+    let root = repo_root().parent().unwrap().join("shared/osworld");
+    let task = root.join(TASK);
+    assert!(task.exists(), "OSWorld's task files are not at {} (the project's shared/osworld)", root.display());
+    task
+}
+
+/// A clean checkpoint of a cold session on the default image, its record in a file (what path_to_vm names).
+fn checkpoint(tmp: &Path) -> (PathBuf, Value, RemoveOnDrop) {
+    let image = drums::image::images_root().join(drums::image::DEFAULT_IMAGE).join("image.json");
+    assert!(image.exists(), "no default root image ({}): run pipelines/setup.sh", image.display());
+    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    let cold = text(&o.stdout);
+    let _guard = Sessions(vec![cold.clone()]);
+    assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
+    let line = run_ok("drums-ckpt", &["--clean"], &cold);
+    let c: Value = serde_json::from_str(line.trim()).unwrap();
+    let remove = RemoveOnDrop(c["dir"].as_str().unwrap().into());
+    let file = tmp.join("checkpoint.json");
+    std::fs::write(&file, &line).unwrap();
+    (file, c, remove)
+}
+
+struct TempDir(PathBuf);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+fn temp_dir(tag: &str) -> TempDir {
+    let d = std::env::temp_dir().join(format!("drums-osworld-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    TempDir(d)
+}
+
+fn python(script: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("/usr/bin/python3");
+    c.args(["-W", "ignore", "-c", script])
+        .args(args)
+        .env("PATH", path_with_tools())
+        .env("PYTHONPATH", format!("{}:{}", repo_root().join("pipelines/osworld").display(), harness_dir().display()));
+    c
+}
+
+/// Everything the harness does below is OSWorld's code (DesktopEnv, its controllers, getter and metric);
+/// the script calls it and reports what it saw.
+const EPISODE: &str = r#"
+import json, os, sys
+import drums_osworld
+drums_osworld.register()
+from desktop_env.desktop_env import DesktopEnv
+
+task_file, ckpt_file, cache = sys.argv[1:4]
+task = json.load(open(task_file))
+out = {"pid": os.getpid()}
+rec = lambda: json.loads(env.provider.session)
+env = DesktopEnv(provider_name="drums", path_to_vm=ckpt_file, action_space="pyautogui", headless=True,
+                 require_a11y_tree=False, cache_dir=cache)
+try:
+    first = rec()
+    out["first"] = first
+    obs = env.reset(task_config=task)
+    out["same_after_first_reset"] = rec()["id"] == first["id"]
+    out["screenshot_is_png"] = obs["screenshot"][:8] == b"\x89PNG\r\n\x1a\n"
+    out["ip"] = env.vm_ip
+    out["score_before"] = env.evaluate()
+    env.step("import os; os.rename(os.path.expanduser('~/Desktop/todo_list_Jan_1'), "
+             "os.path.expanduser('~/Desktop/todo_list_Jan_2'))", pause=0.5)
+    out["score_after"] = env.evaluate()
+    env.reset(task_config=task)
+    second = rec()
+    out["second"] = second
+    out["first_gone"] = not os.path.exists(first["state_dir"])
+    out["second_ip"] = env.vm_ip
+    out["score_second"] = env.evaluate()
+    out["takes"] = env.provider.takes
+finally:
+    env.close()
+out["held_after_close"] = env.provider.session
+print(json.dumps(out))
+"#;
+
+#[test]
+fn osworld_desktop_env_runs_e0df059f_on_restored_siblings() {
+    require_root();
+    let task = shared_task();
+    let _ = harness_dir();
+    let _lock = session_lock();
+    let tmp = temp_dir("episode");
+    let (ckpt_file, ckpt, _remove) = checkpoint(&tmp.0);
+    let cache = tmp.0.join("cache");
+    let o = python(EPISODE, &[task.to_str().unwrap(), ckpt_file.to_str().unwrap(), cache.to_str().unwrap()]).output().unwrap();
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "the harness failed: {}\n{stdout}", text(&o.stderr));
+    let v: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let (first, second) = (&v["first"], &v["second"]);
+    // Both sessions are siblings restored from the checkpoint, owned by the harness process.
+    for s in [first, second] {
+        assert_eq!(s["restore"]["checkpoint"], ckpt["id"], "not a sibling of the checkpoint: {s}");
+        assert_eq!(s["owner"]["pid"], v["pid"], "the harness does not own its session: {s}");
+        assert!(s["reseed"].is_object(), "the sibling was not reseeded: {s}");
+    }
+    assert_eq!(v["same_after_first_reset"], true, "the first reset (a clean session) took another session");
+    assert_eq!(v["screenshot_is_png"], true);
+    let host = |s: &Value| s["desktop"]["guest_url"].as_str().unwrap().trim_start_matches("http://").split(':').next().unwrap().to_string();
+    assert_eq!(v["ip"], host(first).as_str());
+    assert_eq!(v["score_before"].as_f64(), Some(0.0), "{v}");
+    assert_eq!(v["score_after"].as_f64(), Some(1.0), "the rename through env.step did not complete the task: {v}");
+    assert_ne!(first["id"], second["id"], "the second reset did not give a fresh sibling");
+    assert_eq!(v["first_gone"], true, "the old session was not destroyed by the revert");
+    assert_eq!(v["second_ip"], host(second).as_str(), "DesktopEnv does not talk to the fresh sibling");
+    assert_eq!(v["score_second"].as_f64(), Some(0.0), "the fresh sibling is not fresh: {v}");
+    assert_eq!(v["takes"].as_array().map(Vec::len), Some(2), "{v}");
+    assert_eq!(v["held_after_close"], Value::Null);
+    for s in [first, second] {
+        assert!(!Path::new(s["state_dir"].as_str().unwrap()).exists(), "close left {}", s["id"]);
+    }
+}
+
+/// A harness killed without close (no atexit either): its session is an orphan, and the sweep removes it.
+#[test]
+fn a_killed_harness_leaves_its_session_to_the_orphan_sweep() {
+    require_root();
+    let _ = harness_dir();
+    let _lock = session_lock();
+    let tmp = temp_dir("orphan");
+    let (ckpt_file, _ckpt, _remove) = checkpoint(&tmp.0);
+    let script = r#"
+import json, os, sys
+import drums_osworld
+drums_osworld.register()
+from desktop_env.desktop_env import DesktopEnv
+env = DesktopEnv(provider_name="drums", path_to_vm=sys.argv[1], require_a11y_tree=False, cache_dir=sys.argv[2])
+print(env.provider.session, flush=True)
+os.kill(os.getpid(), 9)
+"#;
+    let o = python(script, &[ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()]).output().unwrap();
+    let line = text(&o.stdout);
+    let _guard = Sessions(vec![line.clone()]);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(o.status.signal(), Some(9), "the harness was to die by SIGKILL: {}", text(&o.stderr));
+    let s: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line} {}", text(&o.stderr)));
+    let dir = s["state_dir"].as_str().unwrap();
+    assert!(Path::new(dir).exists(), "the session went with the harness: nothing to sweep");
+    // The orphan sweep's plan (a dry run: other engineers' orphans on this machine are the cron's to
+    // take) destroys it as an orphan; the guard then destroys it by its record.
+    let sweep = Command::new(tool("drums-sweep")).args(["--orphans", "--dry-run", "--older-than", "0"]).env("PATH", path_with_tools()).output().unwrap();
+    let report = text(&sweep.stdout);
+    let id = s["id"].as_str().unwrap();
+    let planned = report.contains(&format!("\"{id}\""));
+    assert!(planned, "the orphan sweep does not plan to destroy the dead harness's session {id}: {report}{}", text(&sweep.stderr));
+}
+
+/// Drains a checkpoint's warm pool when dropped (its parked siblings are the filler's, not the test's).
+struct DrainOnDrop(String);
+impl Drop for DrainOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("pipelines/pool-drain.sh")).args(["--checkpoint", &self.0]).env("PATH", path_with_tools()).output();
+    }
+}
+
+/// With a warm pool of the checkpoint filled, start_emulator takes its parked sibling; once the pool is
+/// empty, the revert restores one.
+#[test]
+fn start_emulator_takes_from_the_warm_pool() {
+    require_root();
+    let _ = harness_dir();
+    let _lock = session_lock();
+    let tmp = temp_dir("pool");
+    let (ckpt_file, ckpt, _remove) = checkpoint(&tmp.0);
+    let id = ckpt["id"].as_str().unwrap().to_string();
+    let _drain = DrainOnDrop(id.clone());
+    let fill = Command::new(repo_root().join("pipelines/pool-fill.sh"))
+        .args(["--checkpoint", &id, "--depth", "1"])
+        .env("PATH", path_with_tools())
+        .output()
+        .unwrap();
+    assert!(fill.status.success(), "pool-fill.sh: {}", text(&fill.stderr));
+    let script = r#"
+import json, sys
+import drums_osworld
+drums_osworld.register()
+from desktop_env.desktop_env import DesktopEnv
+env = DesktopEnv(provider_name="drums", path_to_vm=sys.argv[1], require_a11y_tree=False, cache_dir=sys.argv[2])
+try:
+    env.is_environment_used = True  # as after an episode: the next reset reverts
+    env.reset()
+finally:
+    env.close()
+print(json.dumps(env.provider.takes))
+"#;
+    let o = python(script, &[ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()]).output().unwrap();
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "the harness failed: {}\n{out}", text(&o.stderr));
+    let takes: Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}"));
+    eprintln!("takes: {takes}");
+    assert_eq!(takes[0]["source"], "pool", "{takes}");
+    assert_eq!(takes[1]["source"], "restore", "the pool held one sibling: {takes}");
+    assert!(takes.as_array().unwrap().iter().all(|t| t["checkpoint"] == ckpt["id"]));
+}
