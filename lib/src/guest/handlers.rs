@@ -125,6 +125,19 @@ fn json_object(body: &Bytes) -> Result<Map<String, Value>, Response> {
     }
 }
 
+/// The request's JSON object and its non-empty `path` (OSWorld's servers answer 400 "Path not supplied!"
+/// without one).
+fn object_with_path(body: &Bytes) -> Result<(Map<String, Value>, String), Response> {
+    let m = json_object(body)?;
+    match opt_str(&m, "path")? {
+        Some(p) if !p.is_empty() => {
+            let p = p.to_string();
+            Ok((m, p))
+        }
+        _ => Err(text(400, "Path not supplied!")),
+    }
+}
+
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -630,13 +643,8 @@ async fn close_window(State(g): G, body: Bytes) -> Response {
 /// Open a file with xdg-open (or start a program named on PATH), then wait for a window whose title holds
 /// the file's name (or `window_name`) and activate it.
 async fn open_file(State(g): G, body: Bytes) -> Response {
-    let m = match json_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let raw = match opt_str(&m, "path") {
-        Ok(Some(p)) if !p.is_empty() => p.to_string(),
-        Ok(_) => return text(400, "Path not supplied!"),
+    let (m, raw) = match object_with_path(&body) {
+        Ok(v) => v,
         Err(r) => return r,
     };
     let window_name = match opt_str(&m, "window_name") {
@@ -871,13 +879,8 @@ async fn wallpaper(State(g): G) -> Response {
 /// POST /setup/change_wallpaper {path}: picture-uri set to the file. Unlike OSWorld's server, which
 /// answers success whatever gsettings did, a gsettings that fails (or is missing) is a 500 saying why.
 async fn change_wallpaper(State(g): G, body: Bytes) -> Response {
-    let m = match json_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let raw = match opt_str(&m, "path") {
-        Ok(Some(p)) if !p.is_empty() => p.to_string(),
-        Ok(_) => return text(400, "Path not supplied!"),
+    let (_, raw) = match object_with_path(&body) {
+        Ok(v) => v,
         Err(r) => return r,
     };
     let p = match files::session_path(&g.acct, &raw) {
