@@ -4,12 +4,16 @@ copy_checkpoint, fill, status); rollouts as Ray tasks holding a drums_session sl
 a local two-node cluster for tests (drums_ray.local.LocalCluster)."""
 import os, sys
 
-# Ray as pipelines/setup.d/ray.sh installs it, when it is not importable otherwise.
+# Ray as pipelines/setup.d/ray.sh installs it, when it is not importable otherwise. With pipelines/ on
+# sys.path, this package's own directory pipelines/ray/ looks like a namespace package `ray`; the real
+# one, a regular package, wins wherever it is on the path, so it only has to be there.
 _RAY_DIR = os.environ.get("DRUMS_RAY_DIR", "/var/lib/drums/ray")
-try:
-    import ray  # noqa: F401
-except ImportError:
-    if os.path.isdir(_RAY_DIR) and _RAY_DIR not in sys.path:
-        sys.path.insert(0, _RAY_DIR)
+_m = sys.modules.get("ray")
+if _m is not None and getattr(_m, "__file__", None) is None:
+    del sys.modules["ray"]  # the namespace stand-in, imported before the real Ray was on the path
+import importlib.util  # noqa: E402
+_spec = importlib.util.find_spec("ray") if "ray" not in sys.modules else None
+if "ray" not in sys.modules and (_spec is None or _spec.origin is None) and os.path.isdir(_RAY_DIR) and _RAY_DIR not in sys.path:
+    sys.path.insert(0, _RAY_DIR)
 
 from . import config  # noqa: E402,F401  (puts pipelines/ on sys.path for benchlib, osworld_task)

@@ -111,7 +111,11 @@ class Cluster:
         t0 = time.monotonic()
         if via_path:
             path = self.call(src, "export_to_path", env, via_path)
-            r = self.call(dst, "import_from_path", path)
+            try:
+                r = self.call(dst, "import_from_path", path)
+            finally:
+                # The copy in the shared directory was only the way there.
+                self.call(src, "remove_export", path)
         else:
             bundle = self.actors[src].export_checkpoint.remote(env)
             r = self.call(dst, "import_checkpoint", bundle)

@@ -259,6 +259,13 @@ class DrumsNode:
     def export_to_path(self, env, dest):
         return checkpoints.export_to_path(self.checkpoint(env), dest)
 
+    def remove_export(self, path):
+        """Remove a copy export_to_path made (a directory named by a checkpoint id, with its bundle.json)."""
+        import shutil
+        if os.path.basename(path.rstrip("/")).startswith("c-") and os.path.exists(os.path.join(path, "bundle.json")):
+            shutil.rmtree(path)
+        return path
+
     def import_checkpoint(self, bundle):
         t0 = time.monotonic()
         rec = checkpoints.install(bundle["record"], bundle["manifest"], checkpoints.unpack_into(bundle),
@@ -290,8 +297,6 @@ class DrumsNode:
         with self.lock:
             recs = [r for v in self.parked.values() for r in v] + list(self.taken.values())
             self.parked, self.taken = {}, {}
-        failed = 0
         for r in recs:
-            if benchlib.sh(["drums-sweep"], stdin=r, check=False, env=self.env) is None:
-                failed += 1
+            benchlib.sh(["drums-sweep"], stdin=r, check=False, env=self.env)
         return {"node": self.cfg["node"], "destroyed": len(recs)}

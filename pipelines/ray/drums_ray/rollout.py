@@ -42,7 +42,11 @@ def run(env, task_path, index, hold_s=0.0, marker_dir=None, submitted_at=None):
         # Who holds what, for a watcher (the fault test): removed when the session is released.
         held = os.path.join(marker_dir, f"{lease['session']}.json")
         with open(held, "w") as f:
-            json.dump({k: lease[k] for k in ("node", "node_id", "session", "actor_pid", "guest_url")}, f)
+            rec = lease["record"]
+            json.dump(dict({k: lease[k] for k in ("node", "node_id", "session", "actor_pid", "guest_url")},
+                           pidns=rec["ns"]["inodes"]["pid"], host_if=(rec.get("net") or {}).get("host_if"),
+                           cgroups=sorted(((rec.get("cgroup") or {}).get("paths") or {}).values()),
+                           state_dir=rec["state_dir"]), f)
     try:
         with open(task_path) as f:
             task = json.load(f)
