@@ -315,16 +315,18 @@ def teardown(cluster, local, made_env, records):
                         cluster.call(n, "remove_checkpoint", made_env)
                 except Exception as e:  # noqa: BLE001
                     out.setdefault("errors", []).append(str(e)[:300])
-            roots = [(i.get("checkpoint_dir"), i.get("mapped_dir")) for n, i in cluster.info.items() if n in cluster.dead]
-            if cluster.dead:
-                out["dead_nodes_swept"] = []
-                for ck, mp in roots:
-                    env = dict(benchlib.ENV, DRUMS_CHECKPOINT_DIR=ck, DRUMS_MAPPED_DIR=mp)
-                    # The dead actor's sessions have an owner that is gone: the orphan sweep destroys them.
-                    p = subprocess.run(["drums-sweep", "--orphans"], env=env, capture_output=True, text=True)
-                    out["dead_nodes_swept"].append({"checkpoint_dir": ck, "exit": p.returncode})
-                    if made_env:
-                        benchlib.remove_checkpoint({"dir": os.path.join(ck, made_env), "mapped": {"dir": os.path.join(mp, made_env)}})
+            out["dead_nodes_swept"] = []
+            for n in sorted(cluster.dead):
+                i = cluster.info.get(n, {})
+                # The dead actor's sessions (parked and taken) belong to nobody: destroyed on its node now
+                # rather than at the node's next cron sweep, which waits out its grace period.
+                try:
+                    out["dead_nodes_swept"].append(dict(cluster.sweep_dead(n) or {}, node=i.get("node")))
+                except Exception as e:  # noqa: BLE001 - the node itself may be gone: its cron sweep's work
+                    out["dead_nodes_swept"].append({"node": i.get("node"), "error": str(e)[:300]})
+                if made_env and local and i.get("checkpoint_dir"):
+                    # A checkpoint has no owner: the run that made it removes it (a local node's roots are this machine's).
+                    benchlib.remove_checkpoint({"dir": os.path.join(i["checkpoint_dir"], made_env), "mapped": {"dir": os.path.join(i["mapped_dir"], made_env)}})
             for a in cluster.actors.values():
                 try:
                     ray.kill(a)

@@ -172,6 +172,16 @@ class Cluster:
         self.refresh()
         return r
 
+    def sweep_dead(self, node_id):
+        """Destroy, on its node (a Ray task there: its raylet outlives the actor), the sessions a dead
+        actor owned (drums_ray.sweep)."""
+        from . import sweep
+        pid = self.info.get(node_id, {}).get("pid")
+        if pid is None:
+            return None
+        task = ray.remote(sweep.destroy_sessions_of).options(num_cpus=0, scheduling_strategy=on_node(node_id), max_retries=0)
+        return ray.get(task.remote(pid), timeout=300)
+
     def shutdown(self):
         """Every live actor destroys what it holds; the actors are ended."""
         out = []
