@@ -34,9 +34,21 @@ def log(msg):
     print(f"ray-rollouts: {msg}", file=sys.stderr, flush=True)
 
 
+# Standard output carries the records only: Ray's driver prints its own notices (a worker that died, a
+# raylet's messages) on file descriptor 1, so that goes to standard error and the records to a copy of it.
+RECORDS = sys.stdout
+
+
+def keep_stdout_for_records():
+    global RECORDS
+    sys.stdout.flush()
+    RECORDS = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
+
 def emit(out_dir, rec, name="rollouts.jsonl"):
     line = json.dumps(rec, separators=(",", ":"))
-    print(line, flush=True)
+    print(line, file=RECORDS, flush=True)
     with open(os.path.join(out_dir, name), "a") as f:
         f.write(line + "\n")
 
@@ -164,6 +176,7 @@ def main():
     p.add_argument("--baseline", action="store_true", help="also run the rollouts by direct use of the tools on this node")
     p.add_argument("--out", required=True)
     a = p.parse_args()
+    keep_stdout_for_records()
     if a.rollouts < 1 or a.concurrency < 1 or a.pool_depth < 0:
         p.error("--rollouts and --concurrency must be positive, --pool-depth not negative")
     if os.geteuid() != 0:

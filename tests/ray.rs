@@ -165,8 +165,8 @@ fn a_killed_node_actor_loses_its_sessions_to_the_sweep_and_the_rollouts_go_on() 
     let _lock = session_lock();
     let before = inventory();
     let out = out_dir("kill");
-    // Each rollout holds its session 6 s between its begin and its finish: the window for the kill.
-    let child = spawn(&out, &["--rollouts", "6", "--hold", "6"]);
+    // Each rollout holds its session 5 s between its begin and its finish: the window for the kill.
+    let child = spawn(&out, &["--rollouts", "4", "--hold", "5"]);
     let held = out.join("held");
     let t0 = Instant::now();
     // Wait until the second node's actor holds a taken session, then SIGKILL that actor.
@@ -207,7 +207,7 @@ fn a_killed_node_actor_loses_its_sessions_to_the_sweep_and_the_rollouts_go_on() 
     for r in &rollouts {
         last.insert(r["rollout"].as_u64().unwrap(), *r);
     }
-    assert_eq!(last.len(), 6);
+    assert_eq!(last.len(), 4);
     assert!(last.values().all(|r| r["valid"] == true && r["score"] == 1.0), "{last:?}");
     // That node's sweep (ray-rollouts.py ran it for the dead node; once more here): nothing of the dead
     // actor's sessions is left, neither process, mount, link, cgroup nor state directory.
