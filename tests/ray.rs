@@ -324,3 +324,32 @@ print(json.dumps(out))
     }
     assert_eq!(r["identical"], true, "{r}");
 }
+
+/// The driver's API (tests/ray-api.py) on a local cluster of 2 slots a node: takes from the preferred node
+/// until its count ceiling, the next one served by the other node; every taken session's guest answers;
+/// a snapshot of a session on the second node is an environment there only, and a take of it is served
+/// there; with both nodes full a take fails naming each node's ceiling; nothing is left.
+#[test]
+fn take_goes_elsewhere_when_a_node_is_full_and_snapshot_makes_an_environment_on_its_node() {
+    require_root();
+    require_ray();
+    let _lock = session_lock();
+    let before = inventory();
+    let o = Command::new("python3").arg(repo_root().join("tests/ray-api.py")).env("PATH", path_with_tools()).output().unwrap();
+    assert!(o.status.success(), "tests/ray-api.py: {}", text(&o.stderr));
+    let r: Value = serde_json::from_str(text(&o.stdout).lines().last().expect("a JSON line")).unwrap();
+    assert_eq!(r["slots"], serde_json::json!({"head": 2, "n2": 2}), "{r}");
+    let nodes: Vec<&str> = r["leases"].as_array().unwrap().iter().map(|l| l["node"].as_str().unwrap()).collect();
+    assert_eq!(nodes, ["head", "head", "n2"], "the third take found the head full: {r}");
+    assert!(r["leases"].as_array().unwrap().iter().all(|l| l["guest"] == true), "{r}");
+    assert_eq!(r["copy"]["via"], "ray", "{r}");
+    assert_eq!((r["snapshot"]["node"].as_str(), r["env2_on"].clone()), (Some("n2"), serde_json::json!(["n2"])), "{r}");
+    assert_eq!(r["release"]["released"], true, "{r}");
+    assert_eq!((r["from_snapshot"]["node"].as_str(), r["from_snapshot"]["guest"].as_bool()), (Some("n2"), Some(true)), "{r}");
+    assert_eq!(r["from_snapshot"]["checkpoint"], r["snapshot"]["env"], "{r}");
+    let full = r["full_everywhere"].as_str().expect("a take with every node full fails");
+    assert!(full.contains("node head: count ceiling") && full.contains("node n2: count ceiling"), "{full}");
+    assert_eq!((r["errors"].clone(), r["stop"]["left_pids"].clone()), (serde_json::json!([]), serde_json::json!([])), "{r}");
+    let ours: Vec<String> = r["sessions"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+    assert_nothing_left(&before, &ours);
+}

@@ -158,7 +158,8 @@ class Cluster:
                 self.info[n]["sessions"]["held"] += 1
                 return lease
             except Exception as e:  # noqa: BLE001
-                why.append(f"{self.info[n]['node']}: {'actor dead' if _dead(e) else e}")
+                # Ray's text of an actor's exception holds its traceback: its last line is the message.
+                why.append(f"{self.info[n]['node']}: {'actor dead' if _dead(e) else (str(e).strip().splitlines() or [''])[-1]}")
         raise NoCapacity(f"no node could hand out a session of {env}: " + "; ".join(why))
 
     def release(self, lease):
