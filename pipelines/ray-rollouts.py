@@ -202,6 +202,7 @@ def main():
 
     local = cluster = None
     made_env = None
+    copied_to = []  # nodes this run copied a checkpoint it did not make to: the copies are removed at the end
     summary = {"type": "ray_rollouts_summary", "address": a.address, "rollouts_asked": a.rollouts, "concurrency": a.concurrency,
                "pool_depth": a.pool_depth, "hold_s": a.hold, "task": a.task}
     rc = 5
@@ -242,6 +243,7 @@ def main():
             if n != src and env not in cluster.info[n]["environments"]:
                 c = cluster.copy_checkpoint(env, src, n, a.copy_via)
                 copies.append(c)
+                copied_to.append(n)
                 log(f"checkpoint {env} copied to {c['node']} via {c['via']} in {c['copy_s']} s")
         cluster.refresh()
         summary["copies"] = copies
@@ -301,7 +303,7 @@ def main():
         traceback.print_exc()
         rc = 5
     finally:
-        summary["teardown"] = teardown(cluster, local, made_env, records)
+        summary["teardown"] = teardown(cluster, local, made_env, records, None if made_env else (a.env, copied_to))
     sessions = {r.get("session") for r in records + base if r.get("session")}
     summary["left_on_machine"] = sorted(s for s in sessions if os.path.isdir(os.path.join(os.environ.get("DRUMS_STATE_DIR", "/run/drums"), "sessions", s)))
     if rc == 0:
@@ -313,7 +315,7 @@ def main():
     return rc
 
 
-def teardown(cluster, local, made_env, records):
+def teardown(cluster, local, made_env, records, copies=None):
     """The actors destroy what they hold; the environment this run made is removed from every node; the
     sessions of dead actors are left to their node's sweep, run here (drums-sweep --orphans with the
     node's roots); a local cluster is stopped. What was done, and anything left."""
@@ -328,6 +330,14 @@ def teardown(cluster, local, made_env, records):
                         cluster.call(n, "remove_checkpoint", made_env)
                 except Exception as e:  # noqa: BLE001
                     out.setdefault("errors", []).append(str(e)[:300])
+            if copies:
+                env, nodes = copies
+                for n in nodes:
+                    if n in cluster.live():
+                        try:
+                            cluster.call(n, "remove_checkpoint", env)
+                        except Exception as e:  # noqa: BLE001
+                            out.setdefault("errors", []).append(str(e)[:300])
             out["dead_nodes_swept"] = []
             for n in sorted(cluster.dead):
                 i = cluster.info.get(n, {})
