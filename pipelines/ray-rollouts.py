@@ -64,20 +64,23 @@ def stats_ms(xs):
 def ray_arm(a, ray, cluster, env, held_dir):
     """The rollouts on the cluster; (records, wall seconds)."""
     from drums_ray.rollout import remote_run
-    records, pending, attempts, inflight_by_node = [], {}, {}, {}
+    records, pending, attempts, avoid = [], {}, {}, {}
     todo = list(range(1, a.rollouts + 1))
     t0 = time.monotonic()
+    turn = [0]
 
     def submit(i):
         attempts[i] = attempts.get(i, 0) + 1
         opts = dict(num_cpus=0, resources={config.RESOURCE: 1}, max_retries=0)
-        if cluster.dead:
-            # A node whose actor is gone still offers its slots to Ray: rollouts go to the live nodes.
-            live = cluster.live()
+        if cluster.dead or i in avoid:
+            # A node whose actor is gone still offers its slots to Ray, and a node whose actor refused a
+            # take as full (its parked sessions count against its ceiling, not against Ray's slots) may
+            # still have slots: such a rollout goes to the other live nodes in turn.
+            live = [n for n in cluster.live() if n != avoid.get(i)] or cluster.live()
             if not live:
                 raise RuntimeError("no live Drums node is left")
-            n = min(live, key=lambda x: inflight_by_node.get(x, 0))
-            opts["scheduling_strategy"] = drums_ray.cluster.on_node(n)
+            turn[0] += 1
+            opts["scheduling_strategy"] = drums_ray.cluster.on_node(live[turn[0] % len(live)])
         else:
             opts["scheduling_strategy"] = "SPREAD"
         ref = remote_run.options(**opts).remote(env, a.task, i, a.hold, held_dir, time.time())
@@ -102,9 +105,11 @@ def ray_arm(a, ray, cluster, env, held_dir):
                 log(f"rollout {i}: {r['why']} on node {r.get('node_id', '')[:12]}, sent elsewhere")
                 with open(os.path.join(a.out, "reroutes.jsonl"), "a") as f:
                     f.write(json.dumps(r) + "\n")
-                if attempts[i] >= 4:
+                # Full is a wait for capacity (up to about a minute); anything else gets 4 attempts.
+                if attempts[i] >= (300 if r.get("why") == "full" else 4):
                     raise RuntimeError(f"rollout {i}: no node could take it after {attempts[i]} attempts: {r.get('fault')}")
                 if r.get("why") == "full":
+                    avoid[i] = r.get("node_id")
                     time.sleep(0.2)
                 todo.insert(0, i)
                 continue
