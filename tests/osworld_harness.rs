@@ -233,3 +233,52 @@ print(json.dumps(env.provider.takes))
     assert_eq!(takes[1]["source"], "restore", "the pool held one sibling: {takes}");
     assert!(takes.as_array().unwrap().iter().all(|t| t["checkpoint"] == ckpt["id"]));
 }
+
+/// An application a task's config launches (a `launch` step, as the chrome tasks start google-chrome)
+/// exposes itself to the session's AT-SPI bus: OSWorld's controller reads its window and page from
+/// /accessibility of a restored sibling, beside the desktop's own browser.
+#[test]
+fn an_application_a_task_launches_shows_in_the_accessibility_tree_of_a_restored_sibling() {
+    require_root();
+    let task = shared_task();
+    let _ = harness_dir();
+    let _lock = session_lock();
+    let tmp = temp_dir("a11y");
+    let (ckpt_file, _ckpt, _remove) = checkpoint(&tmp.0);
+    let script = r#"
+import json, sys, time
+import drums_osworld
+drums_osworld.register()
+from desktop_env.desktop_env import DesktopEnv
+task = json.load(open(sys.argv[1]))
+task["config"] = task["config"] + [{"type": "launch", "parameters": {"command": [
+    "google-chrome", "--no-first-run", "--no-default-browser-check",
+    "data:text/html,<title>task-app</title><h1>launched by the task</h1>"]}}]
+env = DesktopEnv(provider_name="drums", path_to_vm=sys.argv[2], require_a11y_tree=False, cache_dir=sys.argv[3])
+out = {}
+try:
+    env.reset(task_config=task)
+    out["session"] = json.loads(env.provider.session)
+    deadline, tree = time.monotonic() + 60, ""
+    while time.monotonic() < deadline:
+        tree = env.controller.get_accessibility_tree() or ""
+        if '<document-web name="task-app"' in tree and '<frame name="drums-ready"' in tree:
+            break
+        time.sleep(1)
+    out["tree"] = tree
+finally:
+    env.close()
+print(json.dumps(out))
+"#;
+    let o = python(script, &[task.to_str().unwrap(), ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()]).output().unwrap();
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "the harness failed: {}\n{out}", text(&o.stderr));
+    let v: Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert!(v["session"]["restore"].is_object(), "not a restored sibling: {}", v["session"]);
+    let tree = v["tree"].as_str().unwrap_or_default();
+    let shown = |s: &str| tree.contains(s);
+    // Its window (titled by its page, "task-app - Chromium"), its tab and its page.
+    assert!(shown("<frame name=\"task-app - Chromium\"") && shown("<page-tab name=\"task-app\""), "the launched browser's window is not in /accessibility: {}", &tree[..tree.len().min(3000)]);
+    assert!(shown("<document-web name=\"task-app\""), "the launched browser's page is not in /accessibility");
+    assert!(shown("<frame name=\"drums-ready\""), "the desktop's own browser went from the tree");
+}

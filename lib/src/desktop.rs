@@ -191,6 +191,12 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         ("DBUS_SESSION_BUS_ADDRESS".to_string(), bus.clone()),
         ("XDG_RUNTIME_DIR".to_string(), format!("{LOG_DIR}/xdg")),
         ("NO_AT_BRIDGE".to_string(), "0".to_string()),
+        // Every application of the session exposes itself to AT-SPI, as on OSWorld's image (GNOME's
+        // toolkit-accessibility on): Chromium (and so a task's google-chrome) reads ACCESSIBILITY_ENABLED,
+        // Qt applications (VLC) QT_ACCESSIBILITY; GTK ones register through the bridge anyway. The guest
+        // hands the same environment to what a task launches, so its windows show in /accessibility.
+        ("ACCESSIBILITY_ENABLED".to_string(), "1".to_string()),
+        ("QT_ACCESSIBILITY".to_string(), "1".to_string()),
         ("HOME".to_string(), account.home.display().to_string()),
         ("USER".to_string(), account.name.clone()),
         ("LOGNAME".to_string(), account.name.clone()),
@@ -242,7 +248,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     if o.chromium {
         prepare_chromium_profile(init, ids)?;
         let shim = crate::runtime::inside("libdrums_pkey_shim.so");
-        run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string()), ("ACCESSIBILITY_ENABLED".into(), "1".into())], ids)?;
+        run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string())], ids)?;
     }
     // The guest is waited for after Chromium started, so that its start overlaps Chromium's, which
     // drums-ready then waits for: the wait costs the cold path nothing when the guest is up by then.

@@ -1,7 +1,8 @@
 //! GET /accessibility: the AT-SPI tree as OSWorld's XML. The walk is done by a small Python program with
 //! pyatspi (the binding OSWorld's server uses too), so the guest itself carries no D-Bus client. It runs
-//! with the guest's own identity and environment: the session's buses and the desktop's applications are
-//! the guest's (root's), and a session bus admits only its own user.
+//! with the guest's own identity and environment: in a session the guest, the buses and the desktop's
+//! applications are all the desktop user's (drums-desktop starts them so), and a session bus admits only
+//! its own user.
 
 use super::exec::{self, RunError, Spec};
 use super::user::Account;

@@ -118,7 +118,8 @@ fn child_env(acct: &Account, display: &str) -> Vec<(String, String)> {
         ("DISPLAY".into(), display.to_string()),
     ];
     // GSettings (gsettings, and GNOME applications' settings) keeps its values through dconf, which needs
-    // a session bus of the user's own; the session's bus is root's. GLib's keyfile back end keeps them in
+    // a session bus of the user's own; a guest acting for another account (root, with --user) has no bus of that
+    // user's. GLib's keyfile back end keeps them in
     // ~/.config/glib-2.0/settings/keyfile instead, so that what one process sets (OSWorld's
     // /setup/change_wallpaper, a task's `gsettings set`) the next one reads.
     if acct.is_other() && std::env::var_os("GSETTINGS_BACKEND").is_none() {
