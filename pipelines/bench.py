@@ -22,10 +22,10 @@ suite's session lock (/run/drums/test.lock) while it runs, so it never measures 
 Usage: pipelines/bench.py [--starts 20] [--arms cold,restore,restore_raw] [--mem-sessions 6] [--out FILE]
        pipelines/bench.py --arms cold,restore,cold_nocg,restore_nocg --mem-sessions 0   (what the limits cost)
 """
-import argparse, fcntl, json, os, statistics, sys, time
+import argparse, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, summary, used_mib  # noqa: E402
+from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, summary, used_mib  # noqa: E402
 
 NO_CGROUP_ENV = dict(ENV, DRUMS_CGROUP_ARGS="none")
 
@@ -100,9 +100,7 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     arms = a.arms.split(",")
-    os.makedirs("/run/drums", exist_ok=True)
-    lock = open("/run/drums/test.lock", "a")
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = bench_lock()  # noqa: F841 - held for the whole run
     result = {"drums": 1, "type": "benchmark", "machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
               "method": "interleaved starts, wall time from the first tool to drums-ready's exit; sessions destroyed between starts (untimed); release build"}
     ckpt = ""

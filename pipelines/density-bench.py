@@ -29,8 +29,8 @@ answering, something left after the teardown); the JSON says which.
 import argparse, json, os, random, resource, statistics, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import (HERE, bench_lock, destroy, fresh_checkpoint, guest_answers, host_resources, meminfo_kib, remove_checkpoint, restore_ready,  # noqa: E402
-                      session_cpu_s, sh, slope, summary, used_mib)
+from benchlib import (HERE, bench_lock, destroy, fresh_checkpoint, guest_answers, host_resources, meminfo_kib, pss_by_pidns, remove_checkpoint, restore_ready,  # noqa: E402
+                      session_cpu_s, session_pss_mib, sh, slope, summary, used_mib)
 
 COUNTED = ("mounts", "drums_links", "drums_cgroups", "state_entries")
 
@@ -60,23 +60,6 @@ def restore_at_once(ckpt, n):
         t.join()
     wall = time.monotonic() - t0
     return wall, [d for d in done if d], errors, children_cpu_s() - cpu0
-
-
-def pss_by_pidns():
-    """Summed Pss (MiB) of every process, keyed by its PID namespace's inode: one pass over /proc."""
-    out = {}
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            ino = os.stat(f"/proc/{p}/ns/pid").st_ino
-            for line in open(f"/proc/{p}/smaps_rollup"):
-                if line.startswith("Pss:"):
-                    out[ino] = out.get(ino, 0) + int(line.split()[1]) / 1024
-                    break
-        except OSError:
-            pass
-    return out
 
 
 def check(rec_text):
@@ -156,7 +139,7 @@ def cold_memory(n, settle):
             time.sleep(settle)
             used.append(used_mib())
         pss = pss_by_pidns()
-        pss_each = [pss.get(json.loads(r)["ns"]["inodes"]["pid"], 0) for r in recs]
+        pss_each = [session_pss_mib(json.loads(r), pss) for r in recs]
     finally:
         destroy("".join(recs))
     per = slope(list(range(1, n + 1)), used) if n >= 2 else None
@@ -189,7 +172,7 @@ def fill(ckpt, a):
                 break
             time.sleep(a.settle)
             pss = pss_by_pidns()
-            total_pss = sum(pss.get(json.loads(r)["ns"]["inodes"]["pid"], 0) for r in live)
+            total_pss = sum(session_pss_mib(json.loads(r), pss) for r in live)
             sample = random.Random(len(live)).sample(live, min(a.sample, len(live)))
             checked = check_all(sample)
             bad = [d for ok, d in checked if not ok]
@@ -204,7 +187,7 @@ def fill(ckpt, a):
         final = check_all(live)
         final_bad = [d for ok, d in final if not ok]
         pss = pss_by_pidns()
-        pss_each = [pss.get(json.loads(r)["ns"]["inodes"]["pid"], 0) for r in live]
+        pss_each = [session_pss_mib(json.loads(r), pss) for r in live]
         threads = sum(len(os.listdir(f"/proc/{p}/task")) for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/task"))
     finally:
         t0 = time.monotonic()

@@ -298,20 +298,7 @@ fn restored_siblings_pass_2a_and_the_literal_verdict_reports_what_they_share() {
     let o = run("drums-ckpt", &["--clean"], &src);
     assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));
     let ckpt: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
-    let mut child = Command::new(repo_root().join("pipelines/restore.sh"))
-        .args(["--count", "2"])
-        .env("PATH", path_with_tools())
-        .env("DRUMS_OWNER", std::process::id().to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(text(&o.stdout).as_bytes()).unwrap();
-    }
-    let o = child.wait_with_output().unwrap();
+    let o = run_pipeline("restore.sh", &["--count", "2"], &text(&o.stdout));
     let siblings: Vec<String> = text(&o.stdout).lines().map(str::to_string).collect();
     guard.0.extend(siblings.iter().cloned());
     assert!(o.status.success(), "restore.sh: {}", text(&o.stderr));

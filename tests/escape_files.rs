@@ -9,24 +9,9 @@ use drums_tests::*;
 use serde_json::Value;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
-fn pipeline(script: &str, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(repo_root().join("pipelines").join(script))
-        .args(args)
-        .env("PATH", path_with_tools())
-        .env("DRUMS_OWNER", std::process::id().to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{script}: {e}"));
-    {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    }
-    child.wait_with_output().unwrap()
-}
+use drums_tests::run_pipeline as pipeline;
 
 /// A shell command as root inside the session: (exit status, stdout, stderr).
 fn inside(rec: &str, script: &str) -> (i32, String, String) {

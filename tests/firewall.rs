@@ -33,20 +33,7 @@ impl Drop for Made {
     }
 }
 
-fn pipeline(name: &str, args: &[&str], stdin: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = Command::new(repo_root().join("pipelines").join(name))
-        .args(args)
-        .env("PATH", path_with_tools())
-        .env("DRUMS_OWNER", std::process::id().to_string())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
-}
+use drums_tests::run_pipeline as pipeline;
 
 fn cold(made: &mut Made) -> Value {
     let o = pipeline("cold.sh", &[], "");

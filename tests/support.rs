@@ -52,7 +52,19 @@ pub fn run(name: &str, args: &[&str], stdin: &str) -> Output {
 /// Run a tool with `stdin` as input, owned by this test process (DRUMS_OWNER), and insist that it succeeds;
 /// its standard output.
 pub fn run_ok(name: &str, args: &[&str], stdin: &str) -> String {
-    let mut child = Command::new(tool(name))
+    let o = run_owned(tool(name), args, stdin);
+    assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// Run a script of pipelines/ (cold.sh, restore.sh, ...) with `stdin` as input, owned by this test process
+/// (DRUMS_OWNER); its output, whatever its exit status.
+pub fn run_pipeline(script: &str, args: &[&str], stdin: &str) -> Output {
+    run_owned(repo_root().join("pipelines").join(script), args, stdin)
+}
+
+fn run_owned(program: PathBuf, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(&program)
         .args(args)
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())
@@ -60,14 +72,12 @@ pub fn run_ok(name: &str, args: &[&str], stdin: &str) -> String {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
     {
         use std::io::Write;
         child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     }
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
-    text(&o.stdout)
+    child.wait_with_output().unwrap()
 }
 
 pub fn text(b: &[u8]) -> String {
