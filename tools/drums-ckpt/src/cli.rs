@@ -14,7 +14,8 @@ pub struct Args {
     #[arg(long)]
     pub leave_running: bool,
     /// Declare the checkpoint clean: its browser state (cookies, storage, the page's renderer) may be
-    /// erased by drums-reseed. Without it, restored siblings keep the browser state by design.
+    /// erased by drums-reseed. Without it, restored siblings keep the browser state by design (erasing a
+    /// real task's cookies would change the task).
     ///
     /// Without --leave-running, the source ends with the dump, so its browser's cookies and storage are
     /// erased just before it (Network.clearBrowserCookies, Storage.clearCookies,
@@ -23,16 +24,13 @@ pub struct Args {
     /// them again (about 10 ms of each usable restore, with the new renderer starting alongside). If the
     /// dump then fails, the source runs on without them. With --leave-running, the source keeps its state
     /// and each sibling's drums-reseed erases it.
-    ///
-    /// A checkpoint not declared clean keeps its browser state in every sibling by design: erasing a real
-    /// task's cookies would change the task.
     #[arg(long)]
     pub clean: bool,
     /// Keep relocated read-only data (Chromium's 11.6 MB of `.data.rel.ro` per process) as pages in the
     /// images instead of moving it into mapped files under $DRUMS_MAPPED_DIR (drums-ckpt(1), "Mapped files").
     #[arg(long)]
     pub no_mapped_files: bool,
-    /// Session record file (default: stdin).
-    #[arg(value_name = "RECORD")]
+    /// Session records, one per line (default: stdin).
+    #[arg(value_name = "RECORDS")]
     pub input: Option<PathBuf>,
 }

@@ -42,7 +42,7 @@ pub enum Cmd {
         /// desktop's account, --desktop-user). It must exist in the session's /etc/passwd.
         #[arg(long, value_name = "USER", conflicts_with = "no_guest")]
         guest_user: Option<String>,
-        /// The account Xvfb, D-Bus, AT-SPI, openbox and Chromium run as (default: `user` when the session
+        /// The account Xvfb, D-Bus, AT-SPI, openbox and Chromium run as (default: user when the session
         /// has it, as every root image does, else root). It must exist in the session's /etc/passwd.
         ///
         /// The desktop runs unprivileged as on OSWorld's image: its logs directory /tmp/drums, its
@@ -72,8 +72,8 @@ pub enum Cmd {
         /// An extra Chromium argument; may be repeated.
         #[arg(long = "chromium-arg", value_name = "ARG", allow_hyphen_values = true)]
         chromium_args: Vec<String>,
-        /// Session record file (default: stdin).
-        #[arg(value_name = "RECORD")]
+        /// Session records, one per line (default: stdin).
+        #[arg(value_name = "RECORDS")]
         input: Option<PathBuf>,
     },
 }

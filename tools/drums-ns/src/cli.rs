@@ -22,8 +22,8 @@ pub enum Cmd {
         /// Hostname inside the session (default: the session id).
         #[arg(long, value_name = "NAME")]
         hostname: Option<String>,
-        /// Session record file (default: stdin).
-        #[arg(value_name = "RECORD")]
+        /// Session records, one per line (default: stdin).
+        #[arg(value_name = "RECORDS")]
         input: Option<PathBuf>,
     },
     /// Run a command inside a session: `drums-ns exec --session ID -- CMD...` or with the record on stdin.
@@ -57,13 +57,12 @@ pub enum Cmd {
         /// Hand the command this terminal when the standard streams are one (default: output relayed
         /// through pipes, input /dev/null, no controlling terminal; a terminal never reaches a session).
         ///
-        /// Only without --detach. By default the command's standard output and error are relayed
-        /// through pipes, its standard input is the session's /dev/null, and it runs in a process session
-        /// of its own, so it has no controlling terminal to open as /dev/tty or inject into; SIGINT,
-        /// SIGTERM, SIGHUP and SIGQUIT sent to drums-ns are passed on to it.
+        /// Only without --detach. Without this flag the command runs in a process session of its own, so
+        /// it has no controlling terminal to open as /dev/tty or inject into; SIGINT, SIGTERM, SIGHUP and
+        /// SIGQUIT sent to drums-ns are passed on to it.
         #[arg(long)]
         pass_terminal: bool,
-        /// The command and its arguments, after `--`.
+        /// The command and its arguments, after --.
         #[arg(required = true, last = true, value_name = "CMD")]
         command: Vec<String>,
     },

@@ -43,8 +43,8 @@ pub enum Cmd {
     },
     /// Unmount and delete the root of the session on stdin (only what its ledger names).
     Remove {
-        /// Session record file (default: stdin).
-        #[arg(value_name = "RECORD")]
+        /// Session records, one per line (default: stdin).
+        #[arg(value_name = "RECORDS")]
         input: Option<PathBuf>,
     },
     /// Root images: list them, verify one, or digest a tree.
