@@ -14,6 +14,8 @@ const REGENERATE: &str = "DRUMS_WRITE_MAN=1 cargo test --release -p drums-tests 
 fn every_page_options_are_generated_from_its_tool_definition() {
     let write = std::env::var_os("DRUMS_WRITE_MAN").is_some_and(|v| v == "1");
     let mut stale = vec![];
+    let named: Vec<&str> = commands().iter().map(|(t, _)| *t).collect();
+    assert_eq!(named, TOOLS, "tests/support.rs: commands() must name every tool of TOOLS, in its order");
     for (t, cmd) in commands() {
         assert_every_argument_has_help(t, &cmd);
         let path = repo_root().join(format!("man/{t}.1"));
