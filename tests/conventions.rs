@@ -125,48 +125,37 @@ fn record_readers() -> Vec<(&'static str, &'static [&'static str])> {
         .collect()
 }
 
+/// Every long option of every tool, its subcommands' included, is an option of its page: the tag line
+/// of a `.TP` item names it as a whole token, so `--name` is not found inside `--name-prefix` or in
+/// the prose.
 #[test]
 fn every_tool_has_a_man_page_naming_every_long_option() {
-    for t in TOOLS {
-        let page = repo_root().join(format!("man/{t}.1"));
-        let o = run(t, &["--help"], "");
-        let man = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{t}: man/{t}.1: {e}")).replace("\\-", "-");
+    for (t, cmd) in commands() {
+        let page = std::fs::read_to_string(repo_root().join(format!("man/{t}.1"))).unwrap_or_else(|e| panic!("{t}: man/{t}.1: {e}"));
+        let tags = option_tags(&page);
         let mut longs = BTreeSet::new();
-        collect_long_options(&text(&o.stdout), &mut longs);
-        for sub in subcommands(&text(&o.stdout)) {
-            collect_long_options(&text(&run(t, &[&sub, "--help"], "").stdout), &mut longs);
-        }
+        collect_long_options(&cmd, &mut longs);
+        assert!(!longs.is_empty(), "{t}: no long option found in its definition");
         for l in longs {
-            assert!(man.contains(&l), "{t}: option {l} is not in man/{t}.1");
+            assert!(tags.contains(&l), "{t}: option {l} is not an option of man/{t}.1 (no .TP item whose tag names it)");
         }
     }
 }
 
-fn collect_long_options(help: &str, out: &mut BTreeSet<String>) {
-    for w in help.split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[' || c == '<') {
-        if w.starts_with("--") && w.len() > 2 && w != "--help" && w != "--version" {
-            out.insert(w.trim_end_matches(|c: char| !c.is_alphanumeric()).to_string());
-        }
+fn collect_long_options(cmd: &clap::Command, out: &mut BTreeSet<String>) {
+    out.extend(cmd.get_arguments().filter(|a| !a.is_hide_set()).filter_map(|a| a.get_long()).map(|l| format!("--{l}")));
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        collect_long_options(sub, out);
     }
 }
 
-fn subcommands(help: &str) -> Vec<String> {
-    let mut out = vec![];
-    let mut in_cmds = false;
-    for l in help.lines() {
-        if l.starts_with("Commands:") {
-            in_cmds = true;
-            continue;
-        }
-        if in_cmds {
-            if l.trim().is_empty() {
-                break;
-            }
-            let w = l.split_whitespace().next().unwrap_or("");
-            if w != "help" {
-                out.push(w.to_string());
-            }
-        }
+/// The long options named by the tag lines (the line after `.TP`) of a page, font escapes removed.
+fn option_tags(page: &str) -> BTreeSet<String> {
+    let lines: Vec<&str> = page.lines().collect();
+    let mut out = BTreeSet::new();
+    for w in lines.windows(2).filter(|w| w[0] == ".TP") {
+        let tag = w[1].replace("\\-", "-").replace("\\fB", " ").replace("\\fI", " ").replace("\\fR", " ");
+        out.extend(tag.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).filter(|w| w.starts_with("--") && w.len() > 2).map(str::to_string));
     }
     out
 }

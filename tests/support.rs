@@ -13,6 +13,25 @@ pub const TOOLS: &[&str] = &[
     "drums-audit", "drums-cgroup", "drums-sweep", "drums-guest",
 ];
 
+/// Every tool's command line as its crate's `cli` module defines it (README, "Adding a tool"), in the
+/// order of TOOLS: what its --help prints and what tests/man.rs generates its man page's OPTIONS from.
+pub fn commands() -> Vec<(&'static str, clap::Command)> {
+    use clap::CommandFactory;
+    vec![
+        ("drums-ns", drums_ns::cli::Args::command()),
+        ("drums-overlay", drums_overlay::cli::Args::command()),
+        ("drums-desktop", drums_desktop::cli::Args::command()),
+        ("drums-ckpt", drums_ckpt::cli::Args::command()),
+        ("drums-restore", drums_restore::cli::Args::command()),
+        ("drums-reseed", drums_reseed::cli::Args::command()),
+        ("drums-ready", drums_ready::cli::Args::command()),
+        ("drums-audit", drums_audit::cli::Args::command()),
+        ("drums-cgroup", drums_cgroup::cli::Args::command()),
+        ("drums-sweep", drums_sweep::cli::Args::command()),
+        ("drums-guest", drums_guest::cli::Args::command()),
+    ]
+}
+
 /// The directory holding the tools built with the tests (target/<profile>).
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");

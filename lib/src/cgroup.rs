@@ -50,6 +50,8 @@ pub enum Version {
 /// argued in drums(7), "Default limits". CPUs 2: the shape of the source report's sessions.
 pub const DEFAULT_CPUS: f64 = 2.0;
 pub const DEFAULT_MEMORY_BYTES: u64 = 4 << 30;
+/// DEFAULT_MEMORY_BYTES as --memory takes it, which --help and the man page show (a test ties the two).
+pub const DEFAULT_MEMORY: &str = "4G";
 pub const DEFAULT_PIDS: u64 = 4096;
 
 /// The limits asked for, in the kernel's own units.
@@ -756,6 +758,11 @@ pub fn criu_dump_args(section: &Value) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn default_memory_text_is_default_memory_bytes() {
+        assert_eq!(super::parse_bytes(super::DEFAULT_MEMORY), Ok(super::DEFAULT_MEMORY_BYTES));
+    }
+
     use super::*;
 
     #[test]

@@ -43,9 +43,13 @@ pub struct Bounds {
 /// 1 GiB: far above the task files OSWorld's setups upload (documents, spreadsheets, images), and the
 /// default size of a session's writable tmpfs (drums-overlay --size), which holds the uploaded files.
 pub const DEFAULT_MAX_UPLOAD: u64 = 1 << 30;
+/// DEFAULT_MAX_UPLOAD as --max-upload takes it, which --help and the man page show.
+pub const DEFAULT_MAX_UPLOAD_TEXT: &str = "1G";
 /// 16 MiB per stream: far above what an agent or an evaluator reads from a command, and an answer
 /// (JSON-escaped, both streams) stays well under 100 MiB.
 pub const DEFAULT_MAX_OUTPUT: u64 = 16 << 20;
+/// DEFAULT_MAX_OUTPUT as --max-output takes it.
+pub const DEFAULT_MAX_OUTPUT_TEXT: &str = "16M";
 
 impl Default for Bounds {
     fn default() -> Bounds {
@@ -126,5 +130,15 @@ async fn shutdown() {
     tokio::select! {
         _ = term.recv() => log("SIGTERM: stopping"),
         _ = int.recv() => log("SIGINT: stopping"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The defaults as the options take them (--help and drums-guest(1) show the text).
+    #[test]
+    fn default_texts_are_the_default_bounds() {
+        assert_eq!(crate::cli::parse_bytes(super::DEFAULT_MAX_UPLOAD_TEXT), Ok(super::DEFAULT_MAX_UPLOAD));
+        assert_eq!(crate::cli::parse_bytes(super::DEFAULT_MAX_OUTPUT_TEXT), Ok(super::DEFAULT_MAX_OUTPUT));
     }
 }

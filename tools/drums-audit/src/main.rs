@@ -1,30 +1,8 @@
 //! drums-audit: do sibling sessions share any kernel object? Check C3 of the source report, literal and
 //! revision 2a (drums-audit(1)).
-use clap::Parser;
-use drums::audit::{Options, Rule};
+use drums::audit::Options;
 use drums::cli;
-use std::path::PathBuf;
-
-/// Inspect two or more live sessions through /proc and report, as one JSON object, every kernel object
-/// they share: processes, namespaces, pipes, sockets, eventfds, anonymous inodes, writable files and
-/// shared mappings, devices, locks, the X server's sockets. Gives the literal C3 verdict and the
-/// revision-2a verdict; exits 0 when --rule passes, 1 when it fails, 6 when the audit is incomplete.
-#[derive(Parser)]
-#[command(name = "drums-audit", version = cli::VERSION_TEXT)]
-struct Args {
-    /// The rule the exit status follows (both verdicts are always reported).
-    #[arg(long, value_enum, default_value = "literal")]
-    rule: Rule,
-    /// Also audit this cold pair of live sessions (two ids, comma-separated) in the same pass, as the
-    /// control revision 2a needs.
-    #[arg(long, value_name = "A,B")]
-    control: Option<String>,
-    /// Run the whole audit up to this many times while processes start or exit during it.
-    #[arg(long, default_value_t = 3)]
-    attempts: u32,
-    /// Session records, one per line (default: stdin).
-    input: Option<PathBuf>,
-}
+use drums_audit::cli::Args;
 
 fn main() {
     cli::run("drums-audit", |a: Args| {

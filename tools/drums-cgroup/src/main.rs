@@ -1,57 +1,8 @@
 //! drums-cgroup: per-session cgroup limits and telemetry, cgroup v1 and v2. Parses arguments and calls
 //! drums::cgroup; see drums-cgroup(1).
-use clap::{Parser, Subcommand};
 use drums::{cgroup, cli, Error, Result};
+use drums_cgroup::cli::{Args, Cmd};
 use std::path::PathBuf;
-
-/// Per-session cgroups: limits read back from the kernel, telemetry, freeze and thaw, removal.
-#[derive(Parser)]
-#[command(name = "drums-cgroup", version = drums::cli::VERSION_TEXT)]
-struct Args {
-    #[command(subcommand)]
-    cmd: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Create the session's cgroups, apply and read back the limits, move its processes in.
-    Create {
-        /// CPU time per period, in CPUs (cpu.cfs_quota_us / cpu.max over a 100 ms period).
-        #[arg(long, default_value_t = cgroup::DEFAULT_CPUS)]
-        cpus: f64,
-        /// Memory limit, swap included (64M, 4G, bytes).
-        #[arg(long, default_value_t = cgroup::DEFAULT_MEMORY_BYTES, value_parser = cgroup::parse_bytes)]
-        memory: u64,
-        /// Most tasks (processes and threads) the session may hold.
-        #[arg(long, default_value_t = cgroup::DEFAULT_PIDS)]
-        pids: u64,
-        /// Input session record (default: stdin).
-        input: Option<PathBuf>,
-    },
-    /// Put one more process (host PID) into the session's cgroups.
-    Enter {
-        /// Host PID of the process.
-        #[arg(long)]
-        pid: i32,
-        input: Option<PathBuf>,
-    },
-    /// Telemetry as JSON Lines on stdout until the session's init is gone.
-    Watch {
-        /// Time between samples (1s, 200ms).
-        #[arg(long, default_value = "1s")]
-        interval: String,
-        /// Stop after this many samples.
-        #[arg(long)]
-        samples: Option<u64>,
-        input: Option<PathBuf>,
-    },
-    /// Freeze every process of the session and wait until the kernel says frozen.
-    Freeze { input: Option<PathBuf> },
-    /// Thaw a frozen session.
-    Thaw { input: Option<PathBuf> },
-    /// Remove the session's cgroups in every hierarchy.
-    Remove { input: Option<PathBuf> },
-}
 
 fn main() {
     cli::run("drums-cgroup", |a: Args| match a.cmd {

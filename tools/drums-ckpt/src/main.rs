@@ -1,28 +1,6 @@
 //! drums-ckpt: checkpoint a ready session with CRIU.
-use clap::Parser;
 use drums::cli;
-use std::path::PathBuf;
-
-/// Dump the session on stdin with CRIU into a checkpoint (images and a read-only layer under
-/// $DRUMS_CHECKPOINT_DIR) and print the checkpoint record. Without --leave-running the source session is
-/// destroyed after the dump.
-#[derive(Parser)]
-#[command(name = "drums-ckpt", version = cli::VERSION_TEXT)]
-struct Args {
-    /// Keep the source session running after the dump.
-    #[arg(long)]
-    leave_running: bool,
-    /// Declare the checkpoint clean: its browser state (cookies, storage, the page's renderer) may be
-    /// erased by drums-reseed. Without it, restored siblings keep the browser state by design.
-    #[arg(long)]
-    clean: bool,
-    /// Keep relocated read-only data (Chromium's 11.6 MB of `.data.rel.ro` per process) as pages in the
-    /// images instead of moving it into mapped files under $DRUMS_MAPPED_DIR.
-    #[arg(long)]
-    no_mapped_files: bool,
-    /// Record file (default: stdin).
-    input: Option<PathBuf>,
-}
+use drums_ckpt::cli::Args;
 
 fn main() {
     // Internal, not in --help: CRIU's post-dump action of a dump runs `drums-ckpt copy-layer` (drums-ckpt(1)).

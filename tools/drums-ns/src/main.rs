@@ -1,63 +1,7 @@
 //! drums-ns: a session's namespaces, its init, its network; `exec` runs a command inside.
-use clap::{Parser, Subcommand};
 use drums::cli;
+use drums_ns::cli::{Args, Cmd};
 use std::path::PathBuf;
-
-/// Create a session's PID, mount, IPC, UTS and network namespaces with its init as PID 1 and a veth
-/// pair, or run a command inside a session.
-#[derive(Parser)]
-#[command(name = "drums-ns", version = cli::VERSION_TEXT)]
-struct Args {
-    // Required: without one the tool is a usage error at once, before reading anything (a terminal on
-    // stdin would otherwise be waited on for a record).
-    #[command(subcommand)]
-    cmd: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Create the namespaces, init and network of the session on stdin (its overlay must be mounted).
-    Create {
-        /// Hostname inside the session (default: the session id).
-        #[arg(long)]
-        hostname: Option<String>,
-        /// Record file (default: stdin).
-        input: Option<PathBuf>,
-    },
-    /// Run a command inside a session: `drums-ns exec --session ID -- CMD...` or with the record on stdin.
-    Exec {
-        /// The session's id (its record is read from its state directory); default: a record on stdin.
-        #[arg(long)]
-        session: Option<String>,
-        /// Detach: new process session, output to --log, print {"pid","host_pid"} and return at once.
-        #[arg(long)]
-        detach: bool,
-        /// Output file inside the session for a detached command (default /dev/null).
-        #[arg(long)]
-        log: Option<PathBuf>,
-        /// KEY=VALUE added to the environment; may be repeated.
-        #[arg(long = "env", value_name = "KEY=VALUE")]
-        env: Vec<String>,
-        /// Working directory inside the session.
-        #[arg(long)]
-        cwd: Option<PathBuf>,
-        /// Run as this account of the session's /etc/passwd (default: the session's root).
-        #[arg(long, value_name = "USER")]
-        user: Option<String>,
-        /// Hand the command this terminal when the standard streams are one (default: output relayed
-        /// through pipes, input /dev/null, no controlling terminal; a terminal never reaches a session).
-        #[arg(long)]
-        pass_terminal: bool,
-        #[arg(required = true, last = true)]
-        command: Vec<String>,
-    },
-    /// The session's PID 1 (started by `create`; not for use by hand).
-    #[command(hide = true)]
-    Init {
-        #[arg(long)]
-        session: String,
-    },
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

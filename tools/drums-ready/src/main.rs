@@ -1,35 +1,6 @@
 //! drums-ready: is the session agent-ready? A screenshot and the window titles, over X11.
-use clap::Parser;
 use drums::cli;
-use std::path::PathBuf;
-
-/// Poll a session's display until it is agent-ready: the screen differs from a blank desktop in more than
-/// --threshold of its pixels AND a window has the expected title. Prints the record with its `ready`
-/// section; exits 1 when the session did not become ready in time.
-#[derive(Parser)]
-#[command(name = "drums-ready", version = cli::VERSION_TEXT)]
-struct Args {
-    /// Fraction of pixels that must differ from the blank desktop.
-    #[arg(long, default_value_t = 0.10)]
-    threshold: f64,
-    /// Expected window title (default: the record's desktop.title).
-    #[arg(long)]
-    title: Option<String>,
-    /// Give up after this many seconds.
-    #[arg(long, default_value_t = 30.0)]
-    timeout: f64,
-    /// Seconds between polls.
-    #[arg(long, default_value_t = 0.02)]
-    interval: f64,
-    /// Save the last screenshot as a PNG here (evidence).
-    #[arg(long)]
-    png: Option<PathBuf>,
-    /// Colour of the blank desktop as RRGGBB (Xvfb -br: 000000).
-    #[arg(long, default_value = "000000")]
-    blank: String,
-    /// Record file (default: stdin).
-    input: Option<PathBuf>,
-}
+use drums_ready::cli::Args;
 
 fn main() {
     cli::run("drums-ready", |a: Args| {

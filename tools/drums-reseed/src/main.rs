@@ -1,23 +1,6 @@
 //! drums-reseed: clone hygiene for restored siblings.
-use clap::Parser;
 use drums::cli;
-use std::path::PathBuf;
-
-/// Make each restored session on stdin unique again: hostname and machine id, wipe-on-fork pages zeroed,
-/// the guest's and Python processes' RNGs reseeded, and, for a clean checkpoint, the browser's cookies and
-/// storage cleared and its page moved into a fresh renderer. Prints each record with a `reseed` section.
-#[derive(Parser)]
-#[command(name = "drums-reseed", version = cli::VERSION_TEXT)]
-struct Args {
-    /// Hostname to give the session (default: its id). Only with one record.
-    #[arg(long)]
-    hostname: Option<String>,
-    /// Leave the browser alone.
-    #[arg(long)]
-    no_browser: bool,
-    /// Record file (default: stdin).
-    input: Option<PathBuf>,
-}
+use drums_reseed::cli::Args;
 
 fn main() {
     cli::run("drums-reseed", |a: Args| {

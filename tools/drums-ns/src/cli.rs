@@ -1,0 +1,75 @@
+//! drums-ns's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS of
+//! man/drums-ns.1 from it without running the tool (README, "Adding a tool").
+use clap::{Parser, Subcommand};
+use drums::cli;
+use std::path::PathBuf;
+
+/// Create a session's PID, mount, IPC, UTS and network namespaces with its init as PID 1 and a veth
+/// pair, or run a command inside a session.
+#[derive(Parser)]
+#[command(name = "drums-ns", version = cli::VERSION_TEXT)]
+pub struct Args {
+    // Required: without one the tool is a usage error at once, before reading anything (a terminal on
+    // stdin would otherwise be waited on for a record).
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Create the namespaces, init and network of the session on stdin (its overlay must be mounted).
+    Create {
+        /// Hostname inside the session (default: the session id).
+        #[arg(long, value_name = "NAME")]
+        hostname: Option<String>,
+        /// Session records, one per line (default: stdin).
+        #[arg(value_name = "RECORDS")]
+        input: Option<PathBuf>,
+    },
+    /// Run a command inside a session: `drums-ns exec --session ID -- CMD...` or with the record on stdin.
+    Exec {
+        /// The session's id (its latest record is read from its state directory); default: a record on stdin.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Detach: new process session, output to --log, print {"pid","host_pid"} and return at once.
+        ///
+        /// The one record printed is {"drums":1,"type":"process","session":ID,"pid":N,"host_pid":N}: the
+        /// command's PID inside the session and on the host (host_pid is null when the command was
+        /// already gone; docs/record.md). It returns once the command has been executed. A command that
+        /// cannot be executed (not found, not executable) is an error, exit 5, and no record is printed:
+        /// nothing else would see its exit status.
+        #[arg(long)]
+        detach: bool,
+        /// Output file of a detached command, a path inside the session (default /dev/null).
+        #[arg(long, value_name = "PATH")]
+        log: Option<PathBuf>,
+        /// KEY=VALUE added to the command's environment (which starts with PATH, HOME=/root and TERM);
+        /// may be repeated.
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// Working directory inside the session (default /).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Run as this account of the session's /etc/passwd (default: the session's root, with the
+        /// session's reduced capabilities).
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
+        /// Hand the command this terminal when the standard streams are one (default: output relayed
+        /// through pipes, input /dev/null, no controlling terminal; a terminal never reaches a session).
+        ///
+        /// Only without --detach. Without this flag the command runs in a process session of its own, so
+        /// it has no controlling terminal to open as /dev/tty or inject into; SIGINT, SIGTERM, SIGHUP and
+        /// SIGQUIT sent to drums-ns are passed on to it.
+        #[arg(long)]
+        pass_terminal: bool,
+        /// The command and its arguments, after --.
+        #[arg(required = true, last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// The session's PID 1 (started by `create`; not for use by hand).
+    #[command(hide = true)]
+    Init {
+        #[arg(long)]
+        session: String,
+    },
+}

@@ -1,0 +1,48 @@
+//! drums-restore's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS
+//! of man/drums-restore.1 from it without running the tool (README, "Adding a tool").
+use clap::Parser;
+use drums::cli;
+use std::path::PathBuf;
+
+/// Restore --count siblings from the checkpoint record on stdin (or --checkpoint ID), all running at
+/// once, each with its own ledger, overlay, network namespace, veth, address, MAC and cgroups (the
+/// default limits of drums-cgroup unless --cgroup or --no-cgroup). Prints one session record per sibling.
+/// A sibling that fails is destroyed; the others stay.
+#[derive(Parser)]
+#[command(name = "drums-restore", version = cli::VERSION_TEXT)]
+pub struct Args {
+    /// How many siblings.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub count: u32,
+    /// The checkpoint's id (its record is read from its directory); default: a record on stdin.
+    #[arg(long, value_name = "ID")]
+    pub checkpoint: Option<String>,
+    /// Size limit of each sibling's writable tmpfs, e.g. 512M, 2G.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = drums::cli::parse_bytes)]
+    pub size: u64,
+    /// Time to live of each sibling in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub ttl: Option<u64>,
+    /// Per-sibling cgroup limits, as drums-cgroup takes them: CPUS,MEMORY,PIDS (e.g. 2,4G,4096; any
+    /// subset, the rest default). Default: drums-cgroup's defaults.
+    ///
+    /// A subset is named, for example pids=1024. The defaults are those of drums-cgroup(1) create
+    /// (drums(7), "Default limits").
+    #[arg(long, value_name = "CPUS,MEMORY,PIDS")]
+    pub cgroup: Option<String>,
+    /// No cgroups for the siblings: no limits, no freezer (a pool cannot park them frozen).
+    ///
+    /// The opt-out of the default limits; a warm pool parks such siblings running.
+    #[arg(long, conflicts_with = "cgroup")]
+    pub no_cgroup: bool,
+    /// Make every restored process mergeable by KSM (opt-in: KSM merges across tenants, a known side
+    /// channel, and costs a scanning thread; /sys/kernel/mm/ksm/run must be 1 for merging to happen).
+    ///
+    /// CRIU runs under PR_SET_MEMORY_MERGE, which the restored processes inherit, so KSM may merge
+    /// identical pages between siblings.
+    #[arg(long)]
+    pub ksm: bool,
+    /// Checkpoint record file (default: stdin).
+    #[arg(value_name = "RECORD")]
+    pub input: Option<PathBuf>,
+}
