@@ -7,8 +7,8 @@
 #   post_setup  the block's first rollout does the task's setup on a cold session and checkpoints it
 #               (drums-ckpt --leave-running); every later rollout restores a sibling from that checkpoint
 #               (pipelines/restore.sh --count 1: restore, reseed, ready) and skips the setup
-#               or, with --reset pool, takes one from a warm pool of the checkpoint (pipelines/pool-take.sh),
-#               filled once the checkpoint exists, outside the block clock (pipelines/pool-fill.sh)
+#               or, with --reset pool, takes one from a warm pool of the checkpoint (drums-pool take),
+#               filled once the checkpoint exists, outside the block clock (drums-pool fill)
 #   no_reuse    every rollout gets a cold session of its own, destroyed at the next reset
 # Every session runs under its own cgroups (--limits) and is watched by drums-cgroup watch.
 # stdout: JSON Lines (first_check_rollout, first_check_block, first_check_summary); stderr: progress and,
@@ -108,9 +108,7 @@ for t in drums-overlay drums-ns drums-cgroup drums-desktop drums-ready drums-ckp
   command -v "$t" >/dev/null || die 4 environment "$t is not on PATH (build the tools: cargo build --release --workspace)"
 done
 if [ "$reset_mode" = pool ]; then
-  for t in drums-restore drums-reseed flock numfmt; do
-    command -v "$t" >/dev/null || die 4 environment "$t is not on PATH (the pool scripts need it)"
-  done
+  command -v drums-pool >/dev/null || die 4 environment "drums-pool is not on PATH (build the tools: cargo build --release --workspace)"
 fi
 out=${out:-first-check.$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"/{raw,samples,sessions,host,pool,logs,tmp,live} || die 4 environment "cannot make $out"
@@ -162,7 +160,7 @@ trap cleanup EXIT
 trap 'planned=1; log "interrupted"; exit 130' INT TERM
 
 drain_pool() { # POOL-FILE LOG: destroy what is still parked in a block's pool, remove its spool; the drain record on stdout
-  "$here/pipelines/pool-drain.sh" --checkpoint "$(cat "$1")" < /dev/null 2>>"$2"
+  drums-pool drain --checkpoint "$(cat "$1")" < /dev/null 2>>"$2"
   local rc=$?
   rm -f "$1"
   return $rc
@@ -239,7 +237,7 @@ rollout() {
     if [ "$arm" = post_setup ] && [ -s "$out/tmp/pool.$b" ]; then
       # The pool was filled outside the clock; a take claims a parked sibling, thaws and re-checks it.
       reset_kind=pool
-      "$here/pipelines/pool-take.sh" --checkpoint "$(cat "$out/tmp/pool.$b")" --wait 10 < /dev/null > "$cur.new" 2>>"$log" ||
+      drums-pool take --checkpoint "$(cat "$out/tmp/pool.$b")" --wait 10 < /dev/null > "$cur.new" 2>>"$log" ||
         { fault="reset: pool take failed: $(last_error "$log")"; rm -f "$cur.new"; }
     elif [ "$arm" = post_setup ] && [ -s "$ckpt" ]; then
       reset_kind=restore
@@ -356,7 +354,7 @@ block() { # BLOCK ARM
     kill -USR1 "$hostmon" 2>/dev/null
     now tf0
     jq -r .id "$out/tmp/ckpt.$b.json" > "$out/tmp/pool.$b"
-    "$here/pipelines/pool-fill.sh" --depth "$want" "${restore_cg[@]}" < "$out/tmp/ckpt.$b.json" > "$out/pool/block$b.fill.jsonl" 2>>"$log"
+    drums-pool fill --depth "$want" "${restore_cg[@]}" < "$out/tmp/ckpt.$b.json" > "$out/pool/block$b.fill.jsonl" 2>>"$log"
     now tf1; fill_us=$((tf1 - tf0))
     kill -USR2 "$hostmon" 2>/dev/null
     parked=$(jq -r 'select(.type == "pool_fill") | .depth' "$out/pool/block$b.fill.jsonl" 2>/dev/null | tail -1)

@@ -220,7 +220,7 @@ def summarize(a):
                    "concurrency": a.concurrency, "limits_requested": a.limits,
                    "post_setup_reset": a.reset,
                    "arms": {"drums_post_setup": "block's first rollout: setup on a cold session, checkpoint (drums-ckpt --leave-running); later rollouts: "
-                            + ("take a parked sibling from a warm pool of the checkpoint (pipelines/pool-take.sh; restored, reseeded and ready before, by pipelines/pool-fill.sh outside the block clock), no setup"
+                            + ("take a parked sibling from a warm pool of the checkpoint (drums-pool take; restored, reseeded and ready before, by drums-pool fill outside the block clock), no setup"
                                if a.reset == "pool" else "restore, reseed, ready (pipelines/restore.sh), no setup"),
                             "drums_no_reuse": "a cold session per rollout, destroyed at the next reset; setup every rollout"},
                    "reset": "destroy of the previous session plus the new one ready (restore, pool take or cold); a block's first rollout starts on a session made by external preparation and has no reset (null)",

@@ -3,7 +3,7 @@
 
   provider  DrumsProvider.revert_to_snapshot, what DesktopEnv.reset calls after a used episode: the held
             session destroyed, a fresh sibling of the checkpoint taken from its warm pool (refilled to
-            depth 1 with pipelines/pool-fill.sh before each, outside the clock; a take that finds the
+            depth 1 with `drums-pool fill` before each, outside the clock; a take that finds the
             pool empty restores instead, and is counted as `source: restore`)
   cold      what OSWorld's docker provider does with its VM: the session destroyed (drums-sweep) and a
             new one cold-started (pipelines/cold.sh), on the same image
@@ -46,7 +46,7 @@ def main():
     env = dict(benchlib.ENV)
     env["DRUMS_OVERLAY_ARGS"] = f"--image {image}"
     prov = DrumsProvider()
-    fill = [str(REPO / "pipelines/pool-fill.sh"), "--checkpoint", ckpt["id"], "--depth", "1"]
+    fill = ["drums-pool", "fill", "--checkpoint", ckpt["id"], "--depth", "1"]
     times = {"provider": [], "cold": []}
     sources = []
     cold_rec = None
@@ -73,7 +73,7 @@ def main():
         prov.stop_emulator(a.checkpoint)
         if cold_rec:
             benchlib.destroy(cold_rec)
-        subprocess.run([str(REPO / "pipelines/pool-drain.sh"), "--checkpoint", ckpt["id"]], capture_output=True, env=benchlib.ENV)
+        subprocess.run(["drums-pool", "drain", "--checkpoint", ckpt["id"]], capture_output=True, env=benchlib.ENV)
     out = {
         "type": "osworld_reset_bench",
         "method": "interleaved rounds (ABBA); provider = DrumsProvider.revert_to_snapshot (destroy + take from a warm pool of depth 1, refilled outside the clock); cold = drums-sweep + pipelines/cold.sh; each timed until the new session is agent-ready",

@@ -4,14 +4,14 @@
 Time to an agent-ready, unique session, measured as the wall time of one command from its start to its
 exit with the session's record (ready.ready true) on its standard output:
   cold   pipelines/cold.sh (drums-overlay, drums-ns, drums-desktop, drums-ready)
-  take   pipelines/pool-take.sh (claim a parked sibling that was restored, reseeded and checked ahead of
-         demand; thaw it when it was parked frozen; re-check readiness with drums-ready; print the record)
+  take   drums-pool take (claim a parked sibling that was restored, reseeded and checked ahead of demand;
+         thaw it when it was parked frozen; re-check its readiness; print the record; one process)
 Starts alternate (cold, take, cold, take, ...), so machine noise hits both arms alike. Each session is
 destroyed (untimed) before the next start; after each take the pool is refilled to its depth with
-pipelines/pool-fill.sh (untimed for the take, timed for the fill rate). The ratio cold p50 / take p50
+drums-pool fill (untimed for the take, timed for the fill rate). The ratio cold p50 / take p50
 comes with a bootstrap 95% interval (resampling both arms, 2000 draws).
 
-Fill rate: parked siblings per minute, from the wall time of pool-fill.sh calls (each restores, reseeds,
+Fill rate: parked siblings per minute, from the wall time of drums-pool fill calls (each restores, reseeds,
 readiness-checks and freezes siblings one after another on this machine), over every fill of the run.
 
 Memory per parked sibling: the pool is filled one sibling at a time up to --mem-siblings; after each (and
@@ -26,7 +26,7 @@ Usage: pipelines/pool-bench.py [--takes 20] [--depth 4] [--mem-siblings 4] [--no
 import argparse, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, ENV, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, used_mib  # noqa: E402
+from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, used_mib  # noqa: E402
 from benchlib import summary as summary3  # noqa: E402
 
 
@@ -71,7 +71,7 @@ class Pool:
         self.parked = []  # pool_parked records
 
     def fill(self, depth):
-        args = [os.path.join(HERE, "pipelines/pool-fill.sh"), "--checkpoint", self.ckpt_id, "--depth", str(depth)]
+        args = ["drums-pool", "fill", "--checkpoint", self.ckpt_id, "--depth", str(depth)]
         if not self.freeze:
             args.append("--no-freeze")
         t0 = time.monotonic()
@@ -86,11 +86,11 @@ class Pool:
 
     def take(self):
         t0 = time.monotonic()
-        out = sh([os.path.join(HERE, "pipelines/pool-take.sh"), "--checkpoint", self.ckpt_id])
+        out = sh(["drums-pool", "take", "--checkpoint", self.ckpt_id])
         return time.monotonic() - t0, out
 
     def drain(self):
-        sh([os.path.join(HERE, "pipelines/pool-drain.sh"), "--checkpoint", self.ckpt_id], check=False)
+        sh(["drums-pool", "drain", "--checkpoint", self.ckpt_id], check=False)
 
     def ready_records(self):
         d = os.path.join(STATE, "pools", self.ckpt_id, "ready")
@@ -123,6 +123,7 @@ def main():
     ap.add_argument("--no-freeze", action="store_true", help="park siblings running instead of frozen")
     ap.add_argument("--out")
     a = ap.parse_args()
+    lock = bench_lock()  # noqa: F841 - held for the whole run
     result = {"drums": 1, "type": "pool_benchmark", "machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
               "parked": "running" if a.no_freeze else "frozen (cgroup freezer); the taker thaws and re-checks within the measured time",
               "method": "interleaved starts (cold, take, ...), wall time of one command from its start to its exit with a ready record; "
@@ -182,12 +183,12 @@ def main():
         result["ratio_cold_over_take"] = {
             "p50": round(c50 / t50, 1), "p50_bootstrap_95": [round(x, 1) for x in bootstrap_ratio(times["cold"], times["take"])],
             "p95": round(pct(times["cold"], 0.95) / pct(times["take"], 0.95), 1), "n_each": a.takes,
-            "target": "p50 ratio >= 10 (goal 20)"}
+            "target": "p50 ratio >= 20 (issue 18)"}
         made = sum(m for m, _ in pool.fills)
         secs = sum(s for _, s in pool.fills)
         per = [p["fill_s"]["total_s"] for p in pool.parked]
         result["fill"] = {"sessions_per_minute": round(60 * made / secs, 1), "sessions": made, "fill_calls": len(pool.fills),
-                          "method": "parked siblings over the summed wall time of the pool-fill.sh calls that parked them (restore, reseed, ready, freeze, one after another; 2 cores)",
+                          "method": "parked siblings over the summed wall time of the drums-pool fill calls that parked them (restore, reseed, ready, freeze, one after another; 2 cores)",
                           "per_sibling_p50_s": round(pct(per, 0.5), 3),
                           "per_sibling_breakdown_p50_s": {k: round(pct([p["fill_s"][k] for p in pool.parked], 0.5), 3) for k in pool.parked[0]["fill_s"]}}
     finally:

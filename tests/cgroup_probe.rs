@@ -153,6 +153,7 @@ fn spawn_session(state_root: &str, script: &str) {
                 net: None,
                 desktop: None,
                 ready: None,
+                pool: None,
                 extra: Default::default(),
             };
             println!("{}", serde_json::to_string(&s).unwrap());

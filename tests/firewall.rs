@@ -22,7 +22,7 @@ impl Drop for Made {
     fn drop(&mut self) {
         drop(std::mem::take(&mut self.sessions));
         if let Some(ckpt) = &self.pool_of {
-            let o = pipeline("pool-drain.sh", &[], ckpt);
+            let o = run_owned_tool("drums-pool", &["drain"], ckpt);
             if !o.status.success() {
                 eprintln!("pool-drain: {}{}", text(&o.stdout), text(&o.stderr));
             }
@@ -212,11 +212,11 @@ fn the_firewall_comes_back_on_every_restore() {
         // A chain flushed: a pool fill puts it back.
         nft(&["flush", "chain", "inet", "drums", "input"]);
         made.pool_of = Some(ckpt.clone());
-        let o = pipeline("pool-fill.sh", &["--depth", "1"], &ckpt);
+        let o = run_owned_tool("drums-pool", &["fill", "--depth", "1"], &ckpt);
         assert!(o.status.success(), "pool-fill: {}{}", text(&o.stdout), text(&o.stderr));
         assert_firewall_whole(&allowed);
         let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-        let o = pipeline("pool-take.sh", &["--checkpoint", c["id"].as_str().unwrap()], "");
+        let o = run_owned_tool("drums-pool", &["take", "--checkpoint", c["id"].as_str().unwrap()], "");
         assert!(o.status.success(), "pool-take: {}", text(&o.stderr));
         made.sessions.add(&text(&o.stdout));
         let b: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();

@@ -190,7 +190,7 @@ os.kill(os.getpid(), 9)
 struct DrainOnDrop(String);
 impl Drop for DrainOnDrop {
     fn drop(&mut self) {
-        let _ = Command::new(repo_root().join("pipelines/pool-drain.sh")).args(["--checkpoint", &self.0]).env("PATH", path_with_tools()).output();
+        let _ = Command::new(tool("drums-pool")).args(["drain", "--checkpoint", &self.0]).env("PATH", path_with_tools()).output();
     }
 }
 
@@ -205,12 +205,12 @@ fn start_emulator_takes_from_the_warm_pool() {
     let (ckpt_file, ckpt, _remove) = checkpoint(&tmp.0);
     let id = ckpt["id"].as_str().unwrap().to_string();
     let _drain = DrainOnDrop(id.clone());
-    let fill = Command::new(repo_root().join("pipelines/pool-fill.sh"))
-        .args(["--checkpoint", &id, "--depth", "1"])
+    let fill = Command::new(tool("drums-pool"))
+        .args(["fill", "--checkpoint", &id, "--depth", "1"])
         .env("PATH", path_with_tools())
         .output()
         .unwrap();
-    assert!(fill.status.success(), "pool-fill.sh: {}", text(&fill.stderr));
+    assert!(fill.status.success(), "drums-pool fill: {}", text(&fill.stderr));
     let script = r#"
 import json, sys
 import drums_osworld

@@ -1,7 +1,9 @@
-//! The warm pool on real sessions (drums-pool(7)): a pool of depth 4 is filled and survives a sweep;
-//! 4 concurrent takers get 4 distinct, thawed, ready sessions; a fifth fails at once or waits as asked;
-//! two taken siblings differ in everything the clone-hygiene test checks; takers killed midway leave
-//! nothing once swept; a taker refuses siblings older than its limit; a drain leaves nothing.
+//! The warm pool on real sessions (drums-pool(1), drums-pool(7)): a pool of depth 4 is filled and survives
+//! a sweep; 4 concurrent takers get 4 distinct, thawed, ready sessions; a fifth fails at once or waits as
+//! asked; two taken siblings differ in everything the clone-hygiene test checks; takers killed midway
+//! leave nothing once swept; a taker refuses siblings older than its limit; a drain leaves nothing. Two
+//! takers racing for one sibling: exactly one gets it. A filler stopped by SIGTERM leaves only parked
+//! siblings, one killed with SIGKILL nothing that a sweep and a drain do not remove.
 
 use drums_tests::hygiene::*;
 use drums_tests::*;
@@ -21,6 +23,13 @@ fn script(name: &str) -> Command {
     c
 }
 
+/// `drums-pool SUBCOMMAND`, owned by the test.
+fn pool(sub: &str) -> Command {
+    let mut c = Command::new(tool("drums-pool"));
+    c.arg(sub).env("PATH", path_with_tools()).env("DRUMS_OWNER", me().to_string()).stdin(Stdio::null());
+    c
+}
+
 fn out(c: &mut Command) -> Output {
     c.output().unwrap()
 }
@@ -37,7 +46,7 @@ struct Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         if !self.ckpt_id.is_empty() {
-            let o = out(script("pool-drain.sh").args(["--checkpoint", &self.ckpt_id]));
+            let o = out(pool("drain").args(["--checkpoint", &self.ckpt_id]));
             if !o.status.success() {
                 eprintln!("drain: {}{}", text(&o.stdout), text(&o.stderr));
             }
@@ -93,7 +102,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn fill(g: &mut Guard, depth: u32) -> Vec<Value> {
-    let child = script("pool-fill.sh").args(["--checkpoint", &g.ckpt_id, "--depth", &depth.to_string()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = pool("fill").args(["--checkpoint", &g.ckpt_id, "--depth", &depth.to_string()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     g.owners.push(child.id() as i32);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "pool-fill: {}{}", text(&o.stdout), text(&o.stderr));
@@ -105,7 +114,7 @@ fn fill(g: &mut Guard, depth: u32) -> Vec<Value> {
 }
 
 fn take(args: &[&str]) -> Command {
-    let mut c = script("pool-take.sh");
+    let mut c = pool("take");
     c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
     c
 }
@@ -115,26 +124,146 @@ fn sweep_orphans() -> Value {
     serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("{e}: {}{}", text(&o.stdout), text(&o.stderr)))
 }
 
-#[test]
-fn warm_pool() {
-    require_root();
-    let _lock = session_lock();
-    let before = inventory();
-    let mut g = Guard { ckpt_id: String::new(), ckpt_dir: String::new(), records: vec![], owners: vec![me()], dirs_before: session_dirs() };
-
-    // A clean checkpoint of a session holding a Python process that answers with its next random number
-    // and a cookie in the browser, as in the clone-hygiene test.
+/// A clean checkpoint of a fresh cold session, the pool's checkpoint from now on (`g.ckpt_id`); with
+/// `hygiene`, of a source prepared as the clone-hygiene test prepares it.
+fn checkpoint(g: &mut Guard, hygiene: bool) -> Value {
     let o = out(&mut script("cold.sh"));
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     let src_text = text(&o.stdout);
-    keep(&mut g, &o);
-    let src: Value = serde_json::from_str(src_text.trim()).unwrap();
-    prepare_source(&src);
+    keep(g, &o);
+    if hygiene {
+        prepare_source(&serde_json::from_str(src_text.trim()).unwrap());
+    }
     let o = run("drums-ckpt", &["--clean"], &src_text);
     assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));
     let ckpt: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     g.ckpt_id = ckpt["id"].as_str().unwrap().to_string();
     g.ckpt_dir = ckpt["dir"].as_str().unwrap().to_string();
+    ckpt
+}
+
+fn guard() -> Guard {
+    Guard { ckpt_id: String::new(), ckpt_dir: String::new(), records: vec![], owners: vec![me()], dirs_before: session_dirs() }
+}
+
+/// The sessions made since the test began whose ledger names `owner` as owner.
+fn sessions_owned_by(g: &Guard, owner: i32) -> Vec<String> {
+    session_dirs()
+        .into_iter()
+        .filter(|d| !g.dirs_before.contains(d))
+        .filter(|d| drums::ledger::read_file(&d.join(drums::ledger::FILE_NAME)).is_ok_and(|c| c.owner().is_some_and(|(_, o, _, _)| o.pid == owner)))
+        .map(|d| d.file_name().unwrap().to_string_lossy().to_string())
+        .collect()
+}
+
+/// Two takers started together for a pool of one sibling, three times: exactly one gets it each time,
+/// the other finds the pool empty, and no sibling is handed out twice.
+#[test]
+fn two_concurrent_takes_never_get_the_same_sibling() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let mut g = guard();
+    checkpoint(&mut g, false);
+    let mut got = vec![];
+    for round in 0..3 {
+        fill(&mut g, 1);
+        let takers: Vec<_> = (0..2).map(|_| take(&["--checkpoint", &g.ckpt_id]).spawn().unwrap()).collect();
+        let outs: Vec<Output> = takers.into_iter().map(|t| t.wait_with_output().unwrap()).collect();
+        for o in &outs {
+            keep(&mut g, o);
+        }
+        let won: Vec<&Output> = outs.iter().filter(|o| o.status.success()).collect();
+        assert_eq!(won.len(), 1, "round {round}: {} takers got a sibling: {:?}", won.len(), outs.iter().map(|o| text(&o.stderr)).collect::<Vec<_>>());
+        let lost = outs.iter().find(|o| !o.status.success()).unwrap();
+        assert_eq!(lost.status.code(), Some(1), "round {round}: {}", text(&lost.stderr));
+        assert!(lost.stdout.is_empty());
+        let r: Value = serde_json::from_str(text(&won[0].stdout).trim()).unwrap();
+        assert_eq!(last_phase(r["id"].as_str().unwrap()).unwrap(), ("taken".to_string(), me()));
+        got.push(r["id"].as_str().unwrap().to_string());
+    }
+    let mut distinct = got.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), got.len(), "a sibling was handed out twice: {got:?}");
+    drop(g);
+    assert_nothing_left(&before);
+}
+
+/// A looping filler asked to stop with SIGTERM exits 0 with its summary, leaving only siblings that are
+/// parked and in ready/; one killed with SIGKILL midway leaves nothing that `drums-sweep --orphans` and a
+/// drain do not remove.
+#[test]
+fn a_filler_stopped_or_killed_midway_leaves_nothing_half_made() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let mut g = guard();
+    checkpoint(&mut g, false);
+    let spool = drums::state::state_root().join("pools").join(&g.ckpt_id);
+    let filler = || {
+        let c = pool("fill").args(["--checkpoint", &g.ckpt_id, "--depth", "8", "--loop", "1"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        c
+    };
+    let parked_in_ready = |id: &str| last_phase(id).is_some_and(|p| p.0 == "parked") && files(&spool.join("ready")).iter().any(|f| f.to_string_lossy().contains(id));
+
+    // SIGTERM while it works (a sibling takes about 1.5 s to make): it stops between two steps. Meanwhile
+    // `status` names it as the pool's filler.
+    let child = filler();
+    let pid = child.id() as i32;
+    g.owners.push(pid);
+    std::thread::sleep(Duration::from_millis(2300));
+    let st = out(pool("status").args(["--checkpoint", &g.ckpt_id]));
+    assert!(st.status.success(), "{}", text(&st.stderr));
+    assert_eq!(lines(&st)[0]["filler_pid"], pid, "{}", text(&st.stdout));
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}{}", text(&o.stdout), text(&o.stderr));
+    let summary = lines(&o).pop().unwrap();
+    assert_eq!((summary["type"].as_str(), summary["stopped"].as_str()), (Some("pool_fill"), Some("stopped by SIGTERM")), "{summary}");
+    assert!(summary["made"].as_u64().unwrap() >= 1, "the filler made nothing before SIGTERM: {summary}");
+    for id in sessions_owned_by(&g, pid) {
+        assert!(parked_in_ready(&id), "{id}: left by a filler stopped with SIGTERM, but not parked (phase {:?})", last_phase(&id));
+    }
+
+    // SIGKILL at three points of a sibling's making.
+    let mut killed = vec![];
+    for ms in [300u64, 900, 1700] {
+        let mut child = filler();
+        let pid = child.id() as i32;
+        g.owners.push(pid);
+        killed.push(pid);
+        std::thread::sleep(Duration::from_millis(ms));
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    let half_made: Vec<String> = killed.iter().flat_map(|p| sessions_owned_by(&g, *p)).filter(|id| !parked_in_ready(id)).collect();
+    assert!(!half_made.is_empty(), "no kill caught a sibling half made: the test proves nothing");
+    std::thread::sleep(Duration::from_millis(1500));
+    sweep_orphans();
+    for id in &half_made {
+        assert!(!drums::state::session_dir(id).exists(), "{id}, half made by a killed filler, survived the sweep (phase {:?})", last_phase(id));
+    }
+    for id in killed.iter().flat_map(|p| sessions_owned_by(&g, *p)) {
+        assert!(parked_in_ready(&id), "{id}: a killed filler's sibling that is neither gone nor parked");
+    }
+    let o = out(pool("drain").args(["--checkpoint", &g.ckpt_id]));
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(lines(&o)[0]["spool_removed"], true, "a killed filler's tmp/ or ready/ kept the spool: {}", text(&o.stdout));
+    drop(g);
+    assert_nothing_left(&before);
+}
+
+#[test]
+fn warm_pool() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let mut g = guard();
+
+    // A clean checkpoint of a session holding a Python process that answers with its next random number
+    // and a cookie in the browser, as in the clone-hygiene test.
+    let ckpt = checkpoint(&mut g, true);
     let spool = drums::state::state_root().join("pools").join(&g.ckpt_id);
 
     // Fill to depth 4: four parked, frozen siblings, marked "parked" in their ledgers.
@@ -151,6 +280,13 @@ fn warm_pool() {
         assert_eq!(freezer_state(&r), "FROZEN");
         assert_eq!(last_phase(r["id"].as_str().unwrap()).unwrap().0, "parked");
     }
+
+    // `status` sees them, oldest first, and no filler at work.
+    let st = out(pool("status").args(["--checkpoint", &g.ckpt_id]));
+    assert!(st.status.success(), "{}", text(&st.stderr));
+    let st = &lines(&st)[0];
+    let by_name: Vec<String> = files(&spool.join("ready")).iter().map(|f| f.file_name().unwrap().to_string_lossy().split('.').nth(1).unwrap().to_string()).collect();
+    assert_eq!((st["type"].as_str(), st["parked"].clone(), st["filler_pid"].clone()), (Some("pool_status"), serde_json::json!(by_name), Value::Null), "{st}");
 
     // Parked siblings survive a sweep although their filler (their owner) is gone.
     std::thread::sleep(Duration::from_millis(1500));
@@ -194,10 +330,13 @@ fn warm_pool() {
     let err: Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap()).unwrap();
     assert_eq!((err["type"].as_str(), err["kind"].as_str(), err["exit"].as_i64()), (Some("error"), Some("check_failed"), Some(1)), "{err}");
     assert!(t.elapsed() < Duration::from_secs(2));
-    // ... with --wait it fails after that long, or gets the sibling that a filler parks meanwhile.
+    // ... with --wait it fails after that long (here through pipelines/pool-take.sh, kept for
+    // compatibility: the same tool), or gets the sibling that a filler parks meanwhile.
     let t = Instant::now();
-    let o = take(&["--checkpoint", &g.ckpt_id, "--wait", "1"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    let o = script("pool-take.sh").args(["--checkpoint", &g.ckpt_id, "--wait", "1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err: Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap()).unwrap();
+    assert_eq!(err["tool"], "drums-pool", "{err}");
     assert!(t.elapsed() >= Duration::from_secs(1));
     let waiter = take(&["--checkpoint", &g.ckpt_id, "--wait", "120"]).spawn().unwrap();
     fill(&mut g, 1);
@@ -237,7 +376,7 @@ fn warm_pool() {
     let mut killed = vec![];
     for delay in [Some(15u64), Some(60), None] {
         let mut c = Command::new("bash");
-        c.args(["-c", &format!("{} --checkpoint {}; sleep 60", repo_root().join("pipelines/pool-take.sh").display(), g.ckpt_id)])
+        c.args(["-c", &format!("{} take --checkpoint {}; sleep 60", tool("drums-pool").display(), g.ckpt_id)])
             .env("PATH", path_with_tools())
             .env_remove("DRUMS_OWNER")
             .stdin(Stdio::null())
@@ -265,13 +404,10 @@ fn warm_pool() {
     for id in &killed {
         assert!(!drums::state::session_dir(id).exists(), "{id}, taken by a killed taker, survived the sweep");
     }
-    // Every sibling of that fill is now either gone or still parked, ready to be taken.
+    // Every sibling of that fill is now either gone or still parked, ready to be taken. (Only the test's
+    // fillers' siblings: other engineers' sessions come and go on this machine.)
     let ready: Vec<PathBuf> = files(&spool.join("ready"));
-    for d in session_dirs() {
-        if g.dirs_before.contains(&d) {
-            continue;
-        }
-        let id = d.file_name().unwrap().to_string_lossy().to_string();
+    for id in g.owners.iter().flat_map(|o| sessions_owned_by(&g, *o)) {
         let phase = last_phase(&id).map(|p| p.0);
         let in_ready = ready.iter().any(|f| f.to_string_lossy().contains(&id));
         assert!(phase.as_deref() == Some("parked") && in_ready, "{id}: phase {phase:?}, in ready/: {in_ready}");
@@ -287,15 +423,20 @@ fn warm_pool() {
     }
 
     // Draining removes the spool; nothing the test made is left.
-    let o = out(script("pool-drain.sh").args(["--checkpoint", &g.ckpt_id]));
+    let o = out(pool("drain").args(["--checkpoint", &g.ckpt_id]));
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
     assert_eq!(lines(&o)[0]["spool_removed"], true, "{}", text(&o.stdout));
     drop(g);
+    assert_nothing_left(&before);
+}
+
+/// Nothing the test made is left: what is new since `before` must still be there a moment later to count.
+fn assert_nothing_left(before: &Inventory) {
     // Other engineers' processes come and go on this machine: what is left must still be there a moment later.
-    let mut left = inventory().new_since(&before);
+    let mut left = inventory().new_since(before);
     if !left.is_empty() {
         std::thread::sleep(Duration::from_secs(3));
-        let again = inventory().new_since(&before);
+        let again = inventory().new_since(before);
         let keep = |a: &mut Vec<String>, b: &Vec<String>| a.retain(|x| b.contains(x));
         keep(&mut left.processes, &again.processes);
         keep(&mut left.mounts, &again.mounts);

@@ -301,6 +301,13 @@ fn hostile_wipe_ranges_are_refused_by_restore_and_reseed() {
     assert_ne!(error_of(&o)["field"], "wipe[0]", "{}", text(&o.stderr));
 }
 
+/// A whole pool section (drums::pool::Section) of checkpoint CHECKPOINT's pool at `spool`.
+fn pool_section(spool: &str) -> Value {
+    let filler = json!({"pid": 1, "start_time": 1});
+    let fill_s = json!({"restore_s": 0.1, "reseed_ready_s": 0.1, "freeze_s": 0.0, "total_s": 0.2});
+    json!({"checkpoint": CHECKPOINT, "spool": spool, "parked_at": 1.0, "frozen": true, "filler": filler, "fill_s": fill_s, "take_started_at": null, "taken_at": null, "taker": null})
+}
+
 #[test]
 fn hostile_namespaces_network_and_desktop_are_refused() {
     require_root();
@@ -326,7 +333,11 @@ fn hostile_namespaces_network_and_desktop_are_refused() {
         ("a process role that is a path", "desktop.processes[0].role", |v| v["desktop"]["processes"][0]["role"] = json!("../../etc/x"), &[READY, CKPT]),
         ("a restore from a path", "restore.checkpoint", |v| v["restore"] = json!({"checkpoint": "../../etc"}), &[RESEED, SWEEP]),
         ("a restore from a directory elsewhere", "restore.checkpoint_dir", |v| v["restore"] = json!({"checkpoint": CHECKPOINT, "checkpoint_dir": "/etc"}), &[RESEED, SWEEP]),
-        ("a pool spool elsewhere", "pool.spool", |v| v["pool"] = json!({"checkpoint": CHECKPOINT, "spool": "/etc"}), &[SWEEP]),
+        ("a pool spool elsewhere", "pool.spool", |v| v["pool"] = pool_section("/etc"), &[SWEEP]),
+        ("a pool section without its parked_at", "pool.parked_at", |v| {
+            v["pool"] = pool_section("/etc");
+            v["pool"].as_object_mut().unwrap().remove("parked_at");
+        }, &[SWEEP]),
         ("an owner PID of -1", "owner.pid", |v| v["owner"]["pid"] = json!(-1), &[SWEEP]),
     ];
     for (what, field, change, tools) in cases {

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 pub const TOOLS: &[&str] = &[
     "drums-ns", "drums-overlay", "drums-desktop", "drums-ckpt", "drums-restore", "drums-reseed", "drums-ready",
-    "drums-audit", "drums-cgroup", "drums-sweep", "drums-guest",
+    "drums-audit", "drums-cgroup", "drums-sweep", "drums-guest", "drums-pool",
 ];
 
 /// Every tool's command line as its crate's `cli` module defines it (README, "Adding a tool"), in the
@@ -74,6 +74,12 @@ pub fn run_ok(name: &str, args: &[&str], stdin: &str) -> String {
     let o = run_owned(tool(name), args, stdin);
     assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
     text(&o.stdout)
+}
+
+/// Run a tool with `stdin` as input, owned by this test process (DRUMS_OWNER); its output, whatever its
+/// exit status.
+pub fn run_owned_tool(name: &str, args: &[&str], stdin: &str) -> Output {
+    run_owned(tool(name), args, stdin)
 }
 
 /// Run a script of pipelines/ (cold.sh, restore.sh, ...) with `stdin` as input, owned by this test process

@@ -685,7 +685,7 @@ struct Spool(PathBuf);
 impl Drop for Spool {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-        // As pool-drain.sh does: the pools root goes with its last spool (others' spools keep it).
+        // As drums-pool drain does: the pools root goes with its last spool (others' spools keep it).
         let _ = std::fs::remove_dir(drums::state::pools_root());
     }
 }

@@ -165,6 +165,42 @@ impl Ledger {
     pub fn read(&self) -> Result<Contents> {
         read_file(&self.path())
     }
+
+    /// Append the phase `phase`, set by `by`, if and only if the last phase is one of `allowed`: the test
+    /// and the append are one step under the lock every append takes, so of concurrent callers exactly one
+    /// succeeds (the warm pool's claim, drums-pool(7)). Never creates a ledger a destroy just removed.
+    pub fn append_phase_if(&self, phase: &str, by: &Owner, allowed: &[&str]) -> Result<PhaseCas> {
+        use std::io::Read;
+        let path = self.path();
+        let f = match OpenOptions::new().read(true).append(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PhaseCas::Gone),
+            Err(e) => return Err(Error::io("open ledger", &path, e)),
+        };
+        let _lock = Flock::exclusive(&f, &path)?;
+        let mut text = Vec::new();
+        (&f).read_to_end(&mut text).ctx("read ledger", &path)?;
+        let last = parse(&String::from_utf8_lossy(&text)).last_phase().map(|(p, ..)| p.to_string());
+        if !last.as_deref().is_some_and(|l| allowed.contains(&l)) {
+            return Ok(PhaseCas::Other(last));
+        }
+        let mut line = line_of(&Entry::Phase { t: crate::state::now(), phase: phase.to_string(), by: by.clone() });
+        if text.last().is_some_and(|b| *b != b'\n') {
+            line.insert(0, '\n');
+        }
+        (&f).write_all(line.as_bytes()).ctx("append to ledger", &path)?;
+        Ok(PhaseCas::Appended)
+    }
+}
+
+/// What `Ledger::append_phase_if` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PhaseCas {
+    Appended,
+    /// Not appended: the last phase is this one (None: no phase yet).
+    Other(Option<String>),
+    /// The ledger is gone: the session was destroyed.
+    Gone,
 }
 
 fn ends_with_newline(f: &File) -> bool {
@@ -185,7 +221,10 @@ fn line_of(e: &Entry) -> String {
 
 pub fn read_file(path: &Path) -> Result<Contents> {
     let text = std::fs::read(path).ctx("read ledger", path)?;
-    let text = String::from_utf8_lossy(&text);
+    Ok(parse(&String::from_utf8_lossy(&text)))
+}
+
+fn parse(text: &str) -> Contents {
     let mut entries = Vec::new();
     let mut skipped_lines = 0;
     for line in text.split('\n').filter(|l| !l.trim().is_empty()) {
@@ -194,7 +233,7 @@ pub fn read_file(path: &Path) -> Result<Contents> {
             Err(_) => skipped_lines += 1,
         }
     }
-    Ok(Contents { entries, skipped_lines })
+    Contents { entries, skipped_lines }
 }
 
 /// An flock held until drop.
@@ -308,6 +347,34 @@ mod tests {
         assert_eq!(c.skipped_lines, 1);
         assert_eq!(c.live().len(), 2, "an append after a torn line is kept");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_conditional_phase_is_appended_once_among_concurrent_callers() {
+        let dir = tmp();
+        let l = Ledger::create(&dir, "d-5", owner(), None).unwrap();
+        l.phase("parked").unwrap();
+        // A torn last line (a writer killed mid-line) does not hide the last phase, and the append starts
+        // on a fresh line.
+        let mut f = OpenOptions::new().append(true).open(l.path()).unwrap();
+        f.write_all(br#"{"op":"create","t":1.0,"res":{"kind":"mou"#).unwrap();
+        let wins: usize = (0..8)
+            .map(|i| {
+                let l = l.clone();
+                std::thread::spawn(move || l.append_phase_if("taken", &Owner { pid: 100 + i, start_time: 1 }, &["parked", "live"]).unwrap())
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|r| *r == PhaseCas::Appended)
+            .count();
+        assert_eq!(wins, 1);
+        let c = l.read().unwrap();
+        assert_eq!(c.last_phase().unwrap().0, "taken");
+        assert_eq!(c.skipped_lines, 1);
+        assert_eq!(l.append_phase_if("taken", &owner(), &["parked"]).unwrap(), PhaseCas::Other(Some("taken".into())));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(l.append_phase_if("taken", &owner(), &["parked"]).unwrap(), PhaseCas::Gone);
     }
 
     #[test]

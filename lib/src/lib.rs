@@ -20,6 +20,7 @@ pub mod mountinfo;
 pub mod net;
 pub mod ns;
 pub mod overlay;
+pub mod pool;
 pub mod proc;
 pub mod ready;
 pub mod record;

@@ -48,6 +48,7 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
         net: None,
         desktop: None,
         ready: None,
+        pool: None,
         extra: Default::default(),
     })
 }

@@ -185,6 +185,9 @@ pub struct Session {
     pub desktop: Option<Desktop>,
     #[serde(default)]
     pub ready: Option<Ready>,
+    /// A warm pool's sibling: parked, or taken (drums-pool(1)).
+    #[serde(default)]
+    pub pool: Option<crate::pool::Section>,
     /// Members written by stages this version does not know, kept as they are.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -607,7 +610,7 @@ impl Session {
 
     /// The sections other tools read without a type of their own here: `cgroup` (drums-cgroup; its paths
     /// reach mkdir, rmdir, writes and CRIU's command line), `restore` (drums-reseed loads the checkpoint it
-    /// names), `pool` (the warm pool's scripts).
+    /// names).
     fn validate_sections(&self) -> Result<()> {
         if let Some(cg) = self.section(crate::cgroup::SECTION) {
             validate_cgroup(&self.id, cg)?;
@@ -620,13 +623,8 @@ impl Session {
                 Some(other) => return Err(Error::bad_field("restore.checkpoint_dir", format!("{other} is not {} (where checkpoint {id} lives)", crate::state::checkpoint_root().join(id).display()))),
             }
         }
-        if let Some(p) = self.section("pool") {
-            let id = checkpoint_id_member(p, "pool.checkpoint")?;
-            match p.get("spool") {
-                None | Some(Value::Null) => {}
-                Some(Value::String(d)) if Path::new(d) == crate::state::pools_root().join(id) => {}
-                Some(other) => return Err(Error::bad_field("pool.spool", format!("{other} is not {} (checkpoint {id}'s pool)", crate::state::pools_root().join(id).display()))),
-            }
+        if let Some(p) = &self.pool {
+            p.validate()?;
         }
         Ok(())
     }

@@ -87,6 +87,7 @@ pub fn restore_one(c: &Checkpoint, o: &RestoreOptions) -> Result<Session> {
         net: None,
         desktop: None,
         ready: None,
+        pool: None,
         extra: Default::default(),
     };
     let ledger_s = t0.elapsed().as_secs_f64();

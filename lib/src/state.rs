@@ -13,29 +13,9 @@ pub fn session_dir(id: &str) -> PathBuf {
     sessions_root().join(id)
 }
 /// The warm pools' spools (drums-pool(7)), one per checkpoint: `<pools root>/<checkpoint id>/{tmp,ready,taken}`,
-/// laid out by pipelines/pool-*.sh.
+/// laid out by drums-pool (crate::pool).
 pub fn pools_root() -> PathBuf {
     state_root().join("pools")
-}
-/// The file in a pool's `ready/` below `pools` that holds session `id`'s record, named
-/// `<parked at, ms>.<session id>.json`; None when no pool holds one (the sweep's test of a parked session).
-pub fn parked_record(pools: &Path, id: &str) -> Option<PathBuf> {
-    let suffix = format!(".{id}.json");
-    for pool in std::fs::read_dir(pools).into_iter().flatten().flatten() {
-        // The scripts only make spools named by a checkpoint id (pool_check_id).
-        let name = pool.file_name();
-        if !name.to_str().is_some_and(|n| check_checkpoint_id(n).is_ok()) {
-            continue;
-        }
-        for f in std::fs::read_dir(pool.path().join("ready")).into_iter().flatten().flatten() {
-            let n = f.file_name();
-            let Some(ms) = n.to_str().and_then(|n| n.strip_suffix(&suffix)) else { continue };
-            if !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit()) && f.file_type().is_ok_and(|t| t.is_file()) {
-                return Some(f.path());
-            }
-        }
-    }
-    None
 }
 /// Root of checkpoints, which outlive sessions: $DRUMS_CHECKPOINT_DIR, default /var/lib/drums/checkpoints.
 pub fn checkpoint_root() -> PathBuf {

@@ -128,12 +128,12 @@ class DrumsProvider(Provider):
         t0 = time.monotonic()
         out, source = None, "pool"
         if ckpt.pool_has_siblings():
-            p = subprocess.run([str(PIPELINES / "pool-take.sh"), "--checkpoint", ckpt.id], capture_output=True, text=True, env=_env(), timeout=TAKE_TIMEOUT)
+            p = subprocess.run(["drums-pool", "take", "--checkpoint", ckpt.id], capture_output=True, text=True, env=_env(), timeout=TAKE_TIMEOUT)
             # Exit 1: the pool emptied meanwhile (or refused every sibling); restore one instead.
             if p.returncode == 0:
                 out = p.stdout
             elif p.returncode != 1:
-                raise DrumsError(f"pool-take.sh --checkpoint {ckpt.id} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+                raise DrumsError(f"drums-pool take --checkpoint {ckpt.id} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
         if out is None:
             source = "restore"
             if ckpt.record is not None:

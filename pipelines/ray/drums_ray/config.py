@@ -5,9 +5,9 @@
   DRUMS_STATE_DIR         the state root (default /run/drums)
   DRUMS_RAY_NODE          a name for the node in records (default: the host name)
   DRUMS_RAY_MAX_SESSIONS  count ceiling: sessions this node's actor holds at once, parked and taken
-                          (default 32, pool-fill.sh's --max-sessions)
+                          (default 32, drums-pool fill's --max-sessions)
   DRUMS_RAY_MIN_AVAILABLE memory ceiling: restore nothing while MemAvailable is below it (default 2G,
-                          pool-fill.sh's --min-available)
+                          drums-pool fill's --min-available)
   DRUMS_RAY_SESSION_MIB   memory one session at work is planned with when the drums_session resource is
                           sized (default 320: the heaviest session measured in drums(7), "Default limits")
 """

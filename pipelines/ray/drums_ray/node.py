@@ -4,7 +4,7 @@ out, and does the work with the Drums tools, as the pipelines compose them.
 Ownership follows the actor. Every tool runs with DRUMS_OWNER set to the actor's own process, so each
 session it restores (parked or taken) belongs to it: when the actor dies (SIGKILL, its node's raylet, the
 driver that owned it), `drums-sweep --orphans` on the node destroys all of them. That is why the actor
-keeps its warm pool itself rather than through pipelines/pool-fill.sh: a pool-fill.sh sibling is marked
+keeps its warm pool itself rather than through `drums-pool fill`: a drums-pool sibling is marked
 parked so that it outlives its filler on purpose (a cron pool, drums-pool(7)), which is the opposite of
 what a pool that dies with its actor needs. The steps are the same (restore, reseed, ready, freeze;
 thaw and ready again at take), with the same tools.
@@ -163,7 +163,7 @@ class DrumsNode:
                     self.inflight -= 1
                     self.counts["fill_failed"] += 1
                 fails += 1
-                if fails >= 3:  # as pool-fill.sh: three failures in a row stop the filler
+                if fails >= 3:  # as drums-pool fill: three failures in a row stop the filler
                     return
                 time.sleep(0.5)
 
@@ -183,7 +183,7 @@ class DrumsNode:
     # ---- take, release, snapshot
 
     def take(self, env):
-        """A ready session of ENV: a parked sibling thawed and checked again (as pool-take.sh does), or,
+        """A ready session of ENV: a parked sibling thawed and checked again (as drums-pool take does), or,
         when none is parked and the ceilings allow, one restored now. Raises Full, NoEnvironment."""
         t0 = time.monotonic()
         rec, kind = None, None

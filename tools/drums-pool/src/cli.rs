@@ -1,0 +1,86 @@
+//! drums-pool's command line (drums-pool(1)): the definition its --help prints and its man page's
+//! options follow.
+use clap::{Parser, Subcommand};
+use drums::cli;
+use std::path::PathBuf;
+
+/// Warm pools: fill a checkpoint's pool with parked siblings, take one, drain the pool, show it.
+#[derive(Parser)]
+#[command(name = "drums-pool", version = cli::VERSION_TEXT)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Restore, reseed, check and freeze siblings until each pool holds --depth of them.
+    Fill {
+        /// A checkpoint to keep a pool of (repeatable); default: the checkpoint records on input.
+        #[arg(long = "checkpoint", value_name = "ID")]
+        checkpoints: Vec<String>,
+        /// Parked siblings to keep in each pool.
+        #[arg(long, default_value_t = 4)]
+        depth: usize,
+        /// Keep the depth until stopped, looking again every SECONDS.
+        #[arg(long = "loop", value_name = "SECONDS")]
+        every: Option<f64>,
+        /// Count ceiling: make at most N siblings per pool in this run, then stop that pool.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Count ceiling: restore nothing while the machine has N Drums sessions.
+        #[arg(long, default_value_t = 32)]
+        max_sessions: usize,
+        /// Memory ceiling: restore nothing while MemAvailable is below SIZE (512M, 2G).
+        #[arg(long, default_value = "2G", value_parser = cli::parse_bytes)]
+        min_available: u64,
+        /// Destroy parked siblings older than this (seconds).
+        #[arg(long, value_name = "SECONDS")]
+        max_age: Option<u64>,
+        /// Each sibling's cgroup limits as drums-restore --cgroup takes them (CPUS,MEMORY,PIDS); none:
+        /// no cgroups, and siblings are parked running.
+        #[arg(long, value_name = "CPUS,MEMORY,PIDS|none")]
+        cgroup: Option<String>,
+        /// Park siblings running rather than frozen.
+        #[arg(long)]
+        no_freeze: bool,
+        /// Restore with drums-restore --ksm (opt-in; see drums-restore(1)).
+        #[arg(long)]
+        ksm: bool,
+        /// Size limit of each sibling's writable tmpfs, as drums-restore --size.
+        #[arg(long, default_value = "1G", value_parser = cli::parse_bytes)]
+        size: u64,
+        /// File of checkpoint records (default: stdin).
+        input: Option<PathBuf>,
+    },
+    /// Claim the oldest parked sibling, thaw it, check it again, print its record: the caller owns it.
+    Take {
+        /// The pool's checkpoint; default: the checkpoint record on input.
+        #[arg(long, value_name = "ID")]
+        checkpoint: Option<String>,
+        /// When the pool is empty, wait this long for a sibling (seconds).
+        #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+        wait: f64,
+        /// Refuse (and destroy) siblings parked longer ago (seconds).
+        #[arg(long, value_name = "SECONDS")]
+        max_age: Option<u64>,
+        /// The re-check's timeout (seconds).
+        #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+        ready_timeout: f64,
+        /// File holding the checkpoint record (default: stdin).
+        input: Option<PathBuf>,
+    },
+    /// Destroy every parked sibling, then remove the spool when nothing in it is left.
+    Drain {
+        /// The pool's checkpoint; default: the checkpoint record on input.
+        #[arg(long, value_name = "ID")]
+        checkpoint: Option<String>,
+        /// File holding the checkpoint record (default: stdin).
+        input: Option<PathBuf>,
+    },
+    /// One record per pool (or the pool of --checkpoint): what is parked, taken, being made, the filler.
+    Status {
+        #[arg(long, value_name = "ID")]
+        checkpoint: Option<String>,
+    },
+}

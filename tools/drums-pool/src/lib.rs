@@ -1,0 +1,2 @@
+//! drums-pool's library: its command line.
+pub mod cli;
