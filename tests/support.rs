@@ -29,6 +29,7 @@ pub fn commands() -> Vec<(&'static str, clap::Command)> {
         ("drums-cgroup", drums_cgroup::cli::Args::command()),
         ("drums-sweep", drums_sweep::cli::Args::command()),
         ("drums-guest", drums_guest::cli::Args::command()),
+        ("drums-pool", drums_pool::cli::Args::command()),
     ]
 }
 

@@ -16,35 +16,41 @@ pub struct Args {
 pub enum Cmd {
     /// Restore, reseed, check and freeze siblings until each pool holds --depth of them.
     Fill {
-        /// A checkpoint to keep a pool of (repeatable); default: the checkpoint records on input.
+        /// A checkpoint whose pool to fill (its record is read from its directory); repeatable. Default: the
+        /// checkpoint records on input.
         #[arg(long = "checkpoint", value_name = "ID")]
         checkpoints: Vec<String>,
         /// Parked siblings to keep in each pool.
         #[arg(long, default_value_t = 4)]
         depth: usize,
-        /// Keep the depth until stopped, looking again every SECONDS.
+        /// Keep the depth until stopped (SIGTERM or SIGINT: a sibling not yet parked is destroyed), looking
+        /// again every SECONDS.
         #[arg(long = "loop", value_name = "SECONDS")]
         every: Option<f64>,
         /// Count ceiling: make at most N siblings per pool in this run, then stop that pool.
         #[arg(long)]
         count: Option<u64>,
-        /// Count ceiling: restore nothing while the machine has N Drums sessions.
+        /// Count ceiling: restore nothing while the machine has N or more Drums sessions (directories under
+        /// $DRUMS_STATE_DIR/sessions: parked, taken or other).
         #[arg(long, default_value_t = 32)]
         max_sessions: usize,
-        /// Memory ceiling: restore nothing while MemAvailable is below SIZE (512M, 2G).
+        /// Memory ceiling: restore nothing while MemAvailable in /proc/meminfo is below SIZE (bytes, or with
+        /// K, M, G, T).
         #[arg(long, default_value = "2G", value_parser = cli::parse_bytes)]
         min_available: u64,
         /// Destroy parked siblings older than this (seconds).
         #[arg(long, value_name = "SECONDS")]
         max_age: Option<u64>,
         /// Each sibling's cgroup limits as drums-restore --cgroup takes them (CPUS,MEMORY,PIDS); none:
-        /// no cgroups, and siblings are parked running.
+        /// no cgroups, and siblings are parked running. Default: the default limits of drums-cgroup(1).
         #[arg(long, value_name = "CPUS,MEMORY,PIDS|none")]
         cgroup: Option<String>,
         /// Park siblings running rather than frozen.
         #[arg(long)]
         no_freeze: bool,
-        /// Restore with drums-restore --ksm (opt-in; see drums-restore(1)).
+        /// Restore as drums-restore --ksm does: KSM may merge the identical pages of parked siblings while
+        /// /sys/kernel/mm/ksm/run is 1. Opt-in, for the reasons drums-restore(1) gives (a known
+        /// cross-tenant side channel, a scanning thread).
         #[arg(long)]
         ksm: bool,
         /// Size limit of each sibling's writable tmpfs, as drums-restore --size.
@@ -80,6 +86,7 @@ pub enum Cmd {
     },
     /// One record per pool (or the pool of --checkpoint): what is parked, taken, being made, the filler.
     Status {
+        /// Only the pool of this checkpoint; default: every spool.
         #[arg(long, value_name = "ID")]
         checkpoint: Option<String>,
     },
