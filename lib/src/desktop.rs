@@ -197,6 +197,10 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         // hands the same environment to what a task launches, so its windows show in /accessibility.
         ("ACCESSIBILITY_ENABLED".to_string(), "1".to_string()),
         ("QT_ACCESSIBILITY".to_string(), "1".to_string()),
+        // A UTF-8 locale, as on OSWorld's image: gnome-terminal's server (started by D-Bus with the bus's
+        // environment) refuses to run in the POSIX locale, and tasks' scripts print non-ASCII text.
+        // C.UTF-8 is glibc's own, in every Debian image without a locales package.
+        ("LANG".to_string(), "C.UTF-8".to_string()),
         ("HOME".to_string(), account.home.display().to_string()),
         ("USER".to_string(), account.name.clone()),
         ("LOGNAME".to_string(), account.name.clone()),
