@@ -280,6 +280,18 @@ pub fn create_new(root: &Root, path: &Path, data: &[u8], mode: u32, uid: u32, gi
     Ok(true)
 }
 
+/// Make a symbolic link `path` -> `target` owned by `uid`:`gid`, if nothing has that name: Ok(false) when
+/// something is there already. The target is not resolved here: it is read inside the session.
+pub fn symlink_new(root: &Root, path: &Path, target: &Path, uid: u32, gid: u32) -> Result<bool> {
+    let (dir, name) = root.parent_of(path)?;
+    let (cn, ct) = (c_name(name).map_err(|e| root.err("link", path, e))?, c_name(target.as_os_str()).map_err(|e| root.err("link", path, e))?);
+    if let Err(e) = check(unsafe { libc::symlinkat(ct.as_ptr(), dir.as_raw_fd(), cn.as_ptr()) }) {
+        return if e.raw_os_error() == Some(libc::EEXIST) { Ok(false) } else { Err(root.err("link", path, e)) };
+    }
+    check(unsafe { libc::fchownat(dir.as_raw_fd(), cn.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }).map_err(|e| root.err("chown", path, e))?;
+    Ok(true)
+}
+
 /// Put a regular file with `data`, `mode` and owner at `path`, replacing whatever has that name (a file,
 /// a link, which is not followed, a FIFO, a device node; not a directory) in one rename: a new file is
 /// written beside it first, so a reader never sees it half written.
