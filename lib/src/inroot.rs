@@ -451,6 +451,8 @@ mod tests {
         assert_eq!(std::fs::read(root_dir.join("etc/hostname")).unwrap(), b"h\n");
         assert!(!create_new(&inroot, Path::new("/etc/machine-id"), b"x", 0o644, 0, 0).unwrap(), "a link is something: not followed");
         assert!(!t.join("outside/rel").exists());
+        assert!(symlink_new(&inroot, Path::new("/etc/dir/bus"), Path::new("/tmp/drums/bus"), 0, 0).is_err(), "a link's directory is resolved inside the root");
+        assert!(std::fs::symlink_metadata(t.join("outside/bus")).is_err(), "the link was made outside the root");
 
         // Reading through links: inside the root, the host's file is not what is found.
         assert!(read(&inroot, Path::new("/etc/dir/secret")).is_err(), "the link's target is resolved inside the root");
@@ -486,6 +488,13 @@ mod tests {
         let mut names = list_dir(root.subdir(Path::new("tmp/drums")).unwrap().fd()).unwrap();
         names.sort();
         assert_eq!(names, vec![OsString::from("f"), OsString::from("xdg")]);
+        // A link, owned as asked, its target kept as given; never made over what is there.
+        mkdir_all(&root, Path::new("/run/user/1000"), 0o700, 1000, 1000).unwrap();
+        assert!(symlink_new(&root, Path::new("/run/user/1000/bus"), Path::new("/tmp/drums/bus"), 1000, 1000).unwrap());
+        assert!(!symlink_new(&root, Path::new("/run/user/1000/bus"), Path::new("/elsewhere"), 1000, 1000).unwrap());
+        let link = t.join("root/run/user/1000/bus");
+        let m = std::fs::symlink_metadata(&link).unwrap();
+        assert_eq!((m.file_type().is_symlink(), m.uid(), m.gid(), std::fs::read_link(&link).unwrap()), (true, 1000, 1000, PathBuf::from("/tmp/drums/bus")));
         std::fs::remove_dir_all(&t).unwrap();
     }
 
