@@ -147,6 +147,34 @@ echo "$user ALL=(ALL:ALL) ALL" > "$img/etc/sudoers.d/drums-desktop-user"
 chmod 440 "$img/etc/sudoers.d/drums-desktop-user"
 mkdir -p "$img/home/$user/Desktop"
 cp -rT "$img/etc/skel" "$img/home/$user"
+
+# What OSWorld's image sets up for the applications it has, done here only for those this image has (the
+# default image has neither, so gains nothing). VLC: its web interface on (OSWorld's vlc getters read
+# http://SESSION:8080/requests/status.xml, VLC's default port, with the password `password`, as OSWorld's
+# server README has it set), no first-run privacy dialog over the player and no metadata lookups on a
+# network sessions do not have. No other key: the vlc tasks' metrics read their keys' defaults from
+# absence (qt-bgcone, qt-max-volume, input-record-path...), so a task scores 0 before the agent acts.
+if [ -x "$img/usr/bin/vlc" ]; then
+  mkdir -p "$img/home/$user/.config/vlc"
+  cat > "$img/home/$user/.config/vlc/vlcrc" <<'VLCRC'
+# Drums (pipelines/image.sh): as on OSWorld's image, VLC's web interface on port 8080, password `password`.
+[core]
+extraintf=http
+metadata-network-access=0
+[qt]
+qt-privacy-ask=0
+[lua]
+http-password=password
+VLCRC
+fi
+# Ctrl+Alt+T opens gnome-terminal, as on OSWorld's Ubuntu desktop. openbox reads the user's rc.xml instead
+# of Debian's when there is one, so that file is Debian's with this one key binding more.
+if [ -x "$img/usr/bin/gnome-terminal" ]; then
+  mkdir -p "$img/home/$user/.config/openbox"
+  sed '0,/^<keyboard>$/s//<keyboard>\n  <!-- Drums (pipelines\/image.sh): a terminal, as on OSWorld'"'"'s image. -->\n  <keybind key="C-A-t"><action name="Execute"><command>gnome-terminal<\/command><\/action><\/keybind>/' \
+    "$img/etc/xdg/openbox/rc.xml" > "$img/home/$user/.config/openbox/rc.xml"
+  grep -q '<keybind key="C-A-t">' "$img/home/$user/.config/openbox/rc.xml" || die 5 "could not bind Ctrl+Alt+T in openbox's rc.xml"
+fi
 chown -R "$uid:$uid" "$img/home/$user"
 chmod 755 "$img/home/$user"
 

@@ -89,6 +89,10 @@ def main():
     ap.add_argument("--list", action="store_true", help="classify only: which tasks run here, and why not")
     ap.add_argument("--cache", default="/tmp/drums-osworld-cache")
     a = ap.parse_args()
+    # The records alone on stdout: OSWorld's getters and metrics print as they go (and so do the programs
+    # they run), so from here on descriptor 1 is stderr and the records keep the original stdout.
+    records = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     if a.agent == "scripted" and not a.actions:
         ap.error("--agent scripted needs --actions FILE")
     if not a.list and not a.checkpoint:
@@ -114,7 +118,7 @@ def main():
         d["setup_ok"] += bool(rec.get("setup_ok"))
         d["evaluated"] += rec.get("score") is not None
         d["score_0"] += rec.get("score") == 0
-        print(json.dumps(rec), flush=True)
+        print(json.dumps(rec), file=records, flush=True)
 
     env = None
     if not a.list and any(r is None for _, _, r in tasks):
@@ -176,7 +180,7 @@ def main():
     finally:
         if env is not None:
             env.close()
-    print(json.dumps({"type": "osworld_summary", "agent": a.agent, "domains": summary}), flush=True)
+    print(json.dumps({"type": "osworld_summary", "agent": a.agent, "domains": summary}), file=records, flush=True)
     return 1 if failed else 0
 
 

@@ -197,6 +197,10 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         // hands the same environment to what a task launches, so its windows show in /accessibility.
         ("ACCESSIBILITY_ENABLED".to_string(), "1".to_string()),
         ("QT_ACCESSIBILITY".to_string(), "1".to_string()),
+        // A UTF-8 locale, as on OSWorld's image: gnome-terminal's server (started by D-Bus with the bus's
+        // environment) refuses to run in the POSIX locale, and tasks' scripts print non-ASCII text.
+        // C.UTF-8 is glibc's own, in every Debian image without a locales package.
+        ("LANG".to_string(), "C.UTF-8".to_string()),
         ("HOME".to_string(), account.home.display().to_string()),
         ("USER".to_string(), account.name.clone()),
         ("LOGNAME".to_string(), account.name.clone()),
@@ -236,6 +240,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     // The AT-SPI launcher connects to the session bus at once and exits when it is not there yet.
     wait_for_socket(&host_view, &Path::new(LOG_DIR).join("bus"), dbus)?;
     run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![], ids)?;
+    link_bus_where_osworld_has_it(&host_view, &account)?;
     run("openbox", s(&["openbox", "--sm-disable"]), vec![], ids)?;
     let guest = if o.guest {
         let bin = crate::runtime::inside("drums-guest");
@@ -280,6 +285,18 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         user: Some(account.name.clone()),
         guest_user: o.guest.then(|| guest_account.name.clone()),
     });
+    Ok(())
+}
+
+/// The session bus also at /run/user/UID/bus, where OSWorld's image (systemd's) has it: its tasks name that
+/// address in their commands (`export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'` before
+/// `gsettings set`), and without a bus there dconf stores nothing. A link to the bus's socket, in the
+/// user's runtime directory made as systemd makes it (/run/user root's, 0755; the user's own, 0700).
+fn link_bus_where_osworld_has_it(root: &crate::inroot::Root, account: &crate::guest::user::Account) -> Result<()> {
+    crate::inroot::mkdir_all(root, Path::new("/run/user"), 0o755, 0, 0)?;
+    let dir = PathBuf::from(format!("/run/user/{}", account.uid));
+    crate::inroot::mkdir(root, &dir, 0o700, account.uid, account.gid)?;
+    crate::inroot::symlink_new(root, &dir.join("bus"), &Path::new(LOG_DIR).join("bus"), account.uid, account.gid)?;
     Ok(())
 }
 

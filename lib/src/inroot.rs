@@ -280,6 +280,18 @@ pub fn create_new(root: &Root, path: &Path, data: &[u8], mode: u32, uid: u32, gi
     Ok(true)
 }
 
+/// Make a symbolic link `path` -> `target` owned by `uid`:`gid`, if nothing has that name: Ok(false) when
+/// something is there already. The target is not resolved here: it is read inside the session.
+pub fn symlink_new(root: &Root, path: &Path, target: &Path, uid: u32, gid: u32) -> Result<bool> {
+    let (dir, name) = root.parent_of(path)?;
+    let (cn, ct) = (c_name(name).map_err(|e| root.err("link", path, e))?, c_name(target.as_os_str()).map_err(|e| root.err("link", path, e))?);
+    if let Err(e) = check(unsafe { libc::symlinkat(ct.as_ptr(), dir.as_raw_fd(), cn.as_ptr()) }) {
+        return if e.raw_os_error() == Some(libc::EEXIST) { Ok(false) } else { Err(root.err("link", path, e)) };
+    }
+    check(unsafe { libc::fchownat(dir.as_raw_fd(), cn.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }).map_err(|e| root.err("chown", path, e))?;
+    Ok(true)
+}
+
 /// Put a regular file with `data`, `mode` and owner at `path`, replacing whatever has that name (a file,
 /// a link, which is not followed, a FIFO, a device node; not a directory) in one rename: a new file is
 /// written beside it first, so a reader never sees it half written.
@@ -439,6 +451,8 @@ mod tests {
         assert_eq!(std::fs::read(root_dir.join("etc/hostname")).unwrap(), b"h\n");
         assert!(!create_new(&inroot, Path::new("/etc/machine-id"), b"x", 0o644, 0, 0).unwrap(), "a link is something: not followed");
         assert!(!t.join("outside/rel").exists());
+        assert!(symlink_new(&inroot, Path::new("/etc/dir/bus"), Path::new("/tmp/drums/bus"), 0, 0).is_err(), "a link's directory is resolved inside the root");
+        assert!(std::fs::symlink_metadata(t.join("outside/bus")).is_err(), "the link was made outside the root");
 
         // Reading through links: inside the root, the host's file is not what is found.
         assert!(read(&inroot, Path::new("/etc/dir/secret")).is_err(), "the link's target is resolved inside the root");
@@ -474,6 +488,13 @@ mod tests {
         let mut names = list_dir(root.subdir(Path::new("tmp/drums")).unwrap().fd()).unwrap();
         names.sort();
         assert_eq!(names, vec![OsString::from("f"), OsString::from("xdg")]);
+        // A link, owned as asked, its target kept as given; never made over what is there.
+        mkdir_all(&root, Path::new("/run/user/1000"), 0o700, 1000, 1000).unwrap();
+        assert!(symlink_new(&root, Path::new("/run/user/1000/bus"), Path::new("/tmp/drums/bus"), 1000, 1000).unwrap());
+        assert!(!symlink_new(&root, Path::new("/run/user/1000/bus"), Path::new("/elsewhere"), 1000, 1000).unwrap());
+        let link = t.join("root/run/user/1000/bus");
+        let m = std::fs::symlink_metadata(&link).unwrap();
+        assert_eq!((m.file_type().is_symlink(), m.uid(), m.gid(), std::fs::read_link(&link).unwrap()), (true, 1000, 1000, PathBuf::from("/tmp/drums/bus")));
         std::fs::remove_dir_all(&t).unwrap();
     }
 
