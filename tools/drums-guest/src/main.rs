@@ -20,10 +20,10 @@ struct Args {
     #[arg(long, value_name = "NAME", default_value = "user")]
     user: String,
     /// Most bytes of one uploaded file (/setup/upload); a larger upload is refused with 413 (512M, 1G, bytes).
-    #[arg(long, value_name = "BYTES", default_value_t = drums::guest::DEFAULT_MAX_UPLOAD, value_parser = drums::cli::parse_bytes)]
+    #[arg(long, value_name = "BYTES", default_value_t = drums_guest::DEFAULT_MAX_UPLOAD, value_parser = drums::cli::parse_bytes)]
     max_upload: u64,
     /// Most bytes kept of each output stream of a command; the rest is dropped and the answer says so.
-    #[arg(long, value_name = "BYTES", default_value_t = drums::guest::DEFAULT_MAX_OUTPUT, value_parser = drums::cli::parse_bytes)]
+    #[arg(long, value_name = "BYTES", default_value_t = drums_guest::DEFAULT_MAX_OUTPUT, value_parser = drums::cli::parse_bytes)]
     max_output: u64,
 }
 
@@ -37,7 +37,7 @@ fn main() {
         if !display.starts_with(':') || display[1..].split('.').next().is_none_or(|n| n.parse::<u32>().is_err()) {
             return Err(drums::Error::Usage(format!("--display {display}: expected :N (a local display number)")));
         }
-        let bounds = drums::guest::Bounds { max_upload: a.max_upload, max_output: a.max_output };
-        drums::guest::serve(drums::guest::Config { listen, display, user: a.user, bounds })
+        let bounds = drums_guest::Bounds { max_upload: a.max_upload, max_output: a.max_output };
+        drums_guest::serve(drums_guest::Config { listen, display, user: a.user, bounds })
     })
 }

@@ -11,11 +11,11 @@ mod files;
 mod handlers;
 mod rng;
 pub mod user;
-mod x11;
+mod display;
 
 pub use exec::shlex_split;
 
-use crate::error::{Error, Result};
+use drums::{Error, Result};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -65,7 +65,7 @@ pub struct Guest {
 
 fn log(msg: &str) {
     use std::io::Write;
-    let t = crate::state::now();
+    let t = drums::state::now();
     let _ = writeln!(std::io::stderr().lock(), "drums-guest: {t:.3} {msg}");
 }
 
