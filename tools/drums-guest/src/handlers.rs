@@ -221,6 +221,13 @@ fn parse_command(g: &Guest, m: &Map<String, Value>) -> Result<(Vec<String>, Stri
     Ok((argv, shown))
 }
 
+/// A command endpoint's body: the JSON object and its command (`parse_command`).
+fn command_request(g: &Guest, body: &Bytes) -> Result<(Map<String, Value>, Vec<String>, String), Response> {
+    let m = json_object(body)?;
+    let (argv, shown) = parse_command(g, &m)?;
+    Ok((m, argv, shown))
+}
+
 /// A list of strings as Python prints it, for messages that quote a command the way OSWorld's do.
 fn py_list(items: &[String]) -> String {
     let q: Vec<String> = items.iter().map(|s| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))).collect();
@@ -270,11 +277,7 @@ fn noting_truncation(mut answer: Value, endpoint: &str, o: &exec::Outcome) -> Va
 // ---- commands ----------------------------------------------------------------------------------------
 
 async fn execute(State(g): G, body: Bytes) -> Response {
-    let m = match json_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let (argv, shown) = match parse_command(&g, &m) {
+    let (_, argv, shown) = match command_request(&g, &body) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -299,11 +302,7 @@ async fn run_command(g: &Guest, argv: Vec<String>, shown: &str) -> Result<exec::
 /// /execute, then poll until `verification` holds: `window_exists` (a client window whose title contains
 /// it, ignoring case) and/or `command_success` (a shell command, as the user, exiting 0 within 5 s).
 async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
-    let m = match json_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let (argv, shown) = match parse_command(&g, &m) {
+    let (m, argv, shown) = match command_request(&g, &body) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -372,11 +371,7 @@ async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
 }
 
 async fn launch(State(g): G, body: Bytes) -> Response {
-    let m = match json_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let (argv, shown) = match parse_command(&g, &m) {
+    let (_, argv, shown) = match command_request(&g, &body) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -574,12 +569,9 @@ async fn cursor_position(State(g): G) -> Response {
 
 /// Form field `app_class_name`: the size of the first client window whose WM_CLASS has it (ignoring case).
 async fn window_size(State(g): G, req: Request) -> Response {
-    let fields = match form_fields(&g, req).await {
-        Ok(f) => f,
+    let class = match required_form_field(&g, req, "app_class_name").await {
+        Ok(v) => v,
         Err(r) => return r,
-    };
-    let Some((_, class)) = fields.into_iter().find(|(k, _)| k == "app_class_name") else {
-        return json_at(400, json!({"error": "app_class_name is required"}));
     };
     let d = g.display.clone();
     let c2 = class.clone();
@@ -970,13 +962,19 @@ async fn form_fields(g: &Arc<Guest>, req: Request) -> Result<Vec<(String, String
     }
 }
 
+/// The form field `name` of a form body, or OSWorld's 400 answer saying that it is required.
+async fn required_form_field(g: &Arc<Guest>, req: Request, name: &str) -> Result<String, Response> {
+    let fields = form_fields(g, req).await?;
+    match fields.into_iter().find(|(k, _)| k == name) {
+        Some((_, v)) => Ok(v),
+        None => Err(json_at(400, json!({"error": format!("{name} is required")}))),
+    }
+}
+
 async fn file(State(g): G, req: Request) -> Response {
-    let fields = match form_fields(&g, req).await {
-        Ok(f) => f,
+    let raw = match required_form_field(&g, req, "file_path").await {
+        Ok(v) => v,
         Err(r) => return r,
-    };
-    let Some((_, raw)) = fields.into_iter().find(|(k, _)| k == "file_path") else {
-        return json_at(400, json!({"error": "file_path is required"}));
     };
     let p = match files::session_path(&g.acct, &raw) {
         Ok(p) => p,
