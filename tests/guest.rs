@@ -27,7 +27,7 @@ fn execute_runs_osworld_command_forms_as_the_user() {
     }
     // Who runs it, with which home, and `~/` expanded in list items (not inside a shell string).
     let r = post_json(d.addr, "/execute", &json!({"command": ["sh", "-c", "id -un; echo $HOME; echo $DISPLAY; echo \"$0\"", "~/x"]}));
-    let home = drums::guest::user::Account::lookup("nobody").unwrap().home;
+    let home = drums::account::Account::lookup("nobody").unwrap().home;
     assert_eq!(r.json()["output"], format!("nobody\n{}\n{}\n{}/x\n", home.display(), d.display, home.display()));
     // A string without shell is split like Python's shlex.split.
     let r = post_json(d.addr, "/execute", &json!({"command": "printf '%s|' 'a b' \"c\\\"d\" e", "shell": false}));
@@ -152,7 +152,7 @@ fn launch_screenshot_and_windows_with_a_real_browser() {
 fn files_move_as_the_user() {
     let d = Desktop::start("nobody", 640, 480);
     let dir = tmpdir("files");
-    let nobody = drums::guest::user::Account::lookup("nobody").unwrap();
+    let nobody = drums::account::Account::lookup("nobody").unwrap();
     // Upload in OSWorld's part order, into directories that do not exist yet.
     let target = dir.join("a/b/c.bin");
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
@@ -203,7 +203,7 @@ fn files_move_as_the_user() {
 fn scripts_run_with_osworld_shapes() {
     let d = Desktop::start("nobody", 640, 480);
     let r = post_json(d.addr, "/run_python", &json!({"code": "import os, sys\nprint(os.getuid())\nprint('bad', file=sys.stderr)"}));
-    let uid = drums::guest::user::Account::lookup("nobody").unwrap().uid;
+    let uid = drums::account::Account::lookup("nobody").unwrap().uid;
     assert_eq!(
         r.json(),
         json!({"status": "success", "message": format!("{uid}\n\nbad\n"), "need_more": false, "output": format!("{uid}\n"), "error": "bad\n", "return_code": 0})
@@ -306,7 +306,7 @@ fn sigusr1_reseeds_the_rng_and_shows_the_new_fingerprint() {
 fn python_hook_reseeds_random_on_sigusr1() {
     use std::io::{BufRead, Write};
     let dir = tmpdir("pyhook");
-    std::fs::copy(drums_tests::repo_root().join("lib/src/guest/sitecustomize.py"), dir.join("sitecustomize.py")).unwrap();
+    std::fs::copy(drums_tests::repo_root().join("tools/drums-guest/src/sitecustomize.py"), dir.join("sitecustomize.py")).unwrap();
     let log = dir.join("reseed.log");
     // numpy is loaded before the signal, so its global generator is reseeded too.
     let script = "import random, sys, numpy\nrandom.seed(1234)\nnumpy.random.seed(99)\nprint('ready', flush=True)\nsys.stdin.readline()\nprint(random.random(), numpy.random.random())\n";

@@ -148,7 +148,7 @@ fn log_tail(init: i32, path: &Path) -> String {
 /// session's /etc/passwd has that user (every image of pipelines/image.sh does); else root.
 fn default_desktop_user(init: i32) -> String {
     let root = PathBuf::from(format!("/proc/{init}/root"));
-    if crate::guest::user::Account::lookup_in(&root, DESKTOP_USER).is_ok() {
+    if crate::account::Account::lookup_in(&root, DESKTOP_USER).is_ok() {
         DESKTOP_USER.into()
     } else {
         "root".into()
@@ -173,7 +173,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let root = PathBuf::from(format!("/proc/{init}/root"));
     let desktop_user = o.desktop_user.clone().unwrap_or_else(|| default_desktop_user(init));
     // An account the session does not have is the caller's mistake, found before anything starts.
-    let lookup = |name: &str| crate::guest::user::Account::lookup_in(&root, name).map_err(|e| Error::bad_input(format!("account {name}: {e}")));
+    let lookup = |name: &str| crate::account::Account::lookup_in(&root, name).map_err(|e| Error::bad_input(format!("account {name}: {e}")));
     let account = lookup(&desktop_user)?;
     let guest_user = o.guest_user.clone().unwrap_or_else(|| desktop_user.clone());
     let guest_account = lookup(&guest_user)?;

@@ -1,5 +1,6 @@
 //! Drums: the shared library behind the Drums tools. A tool's main parses arguments and calls in here.
 
+pub mod account;
 pub mod audit;
 pub mod boundary;
 pub mod cdp;
@@ -11,7 +12,6 @@ pub mod criu_image;
 pub mod desktop;
 pub mod destroy;
 pub mod error;
-pub mod guest;
 pub mod image;
 pub mod inroot;
 pub mod ledger;

@@ -1,7 +1,7 @@
 //! drums-guest's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS of
 //! man/drums-guest.1 from it without running the tool (README, "Adding a tool").
 use clap::Parser;
-use drums::guest::{DEFAULT_MAX_OUTPUT_TEXT, DEFAULT_MAX_UPLOAD_TEXT};
+use crate::{DEFAULT_MAX_OUTPUT_TEXT, DEFAULT_MAX_UPLOAD_TEXT};
 use std::net::SocketAddr;
 
 /// Serve OSWorld's guest HTTP protocol (execute, screenshot, files, windows, accessibility) for the

@@ -11,7 +11,7 @@ fn main() {
         if !display.starts_with(':') || display[1..].split('.').next().is_none_or(|n| n.parse::<u32>().is_err()) {
             return Err(drums::Error::Usage(format!("--display {display}: expected :N (a local display number)")));
         }
-        let bounds = drums::guest::Bounds { max_upload: a.max_upload, max_output: a.max_output };
-        drums::guest::serve(drums::guest::Config { listen, display, user: a.user, bounds })
+        let bounds = drums_guest::Bounds { max_upload: a.max_upload, max_output: a.max_output };
+        drums_guest::serve(drums_guest::Config { listen, display, user: a.user, bounds })
     })
 }

@@ -34,7 +34,7 @@ fn main() {
             let uid_gid = match user {
                 Some(name) => {
                     let root = PathBuf::from(format!("/proc/{}/root", s.ns()?.init_pid));
-                    let a = drums::guest::user::Account::lookup_in(&root, &name).map_err(|e| drums::Error::bad_input(format!("--user {name}: {e}")))?;
+                    let a = drums::account::Account::lookup_in(&root, &name).map_err(|e| drums::Error::bad_input(format!("--user {name}: {e}")))?;
                     Some((a.uid, a.gid))
                 }
                 None => None,

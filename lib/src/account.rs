@@ -1,5 +1,6 @@
-//! The desktop user the guest acts as: looked up in the session's own /etc/passwd and /etc/group (the
-//! template layer's copies), not through NSS, so the answer is the session's whatever the host uses.
+//! A session's accounts (the desktop user the guest acts as, the user drums-ns runs a command as): looked
+//! up in the session's own /etc/passwd and /etc/group (the template layer's copies), not through NSS, so
+//! the answer is the session's whatever the host uses.
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -87,39 +88,13 @@ fn parse_passwd_line(l: &str) -> Option<Account> {
     })
 }
 
-/// Run `f` on the current thread with the file-system identity of `acct` (setfsuid/setfsgid are per
-/// thread, unlike setuid), so files the guest writes for the user are the user's and permissions are the
-/// user's. Only ever called on a blocking-pool thread; the identity is restored before returning.
-pub fn with_fs_identity<T>(acct: &Account, f: impl FnOnce() -> T) -> T {
-    if !acct.is_other() {
-        return f();
-    }
-    struct Restore(u32, u32);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            // setfsuid back to 0 gives the thread its file capabilities back (capabilities(7)).
-            unsafe {
-                libc::setfsuid(self.0);
-                libc::setfsgid(self.1);
-            }
-        }
-    }
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let _restore = Restore(uid, gid);
-    unsafe {
-        libc::setfsgid(acct.gid);
-        libc::setfsuid(acct.uid);
-    }
-    f()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn reads_passwd_and_groups_of_a_tree() {
-        let d = std::env::temp_dir().join(format!("drums-guest-user-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("drums-account-{}", std::process::id()));
         std::fs::create_dir_all(d.join("etc")).unwrap();
         std::fs::write(d.join("etc/passwd"), "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:user:/home/user:\n").unwrap();
         std::fs::write(d.join("etc/group"), "root:x:0:\nsudo:x:27:user,other\nuser:x:1000:\nvideo:x:44:other\n").unwrap();

@@ -4,7 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 use super::exec::{self, RunError, Spec};
-use super::{files, x11, Guest};
+use super::{display, files, Guest};
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -221,6 +221,13 @@ fn parse_command(g: &Guest, m: &Map<String, Value>) -> Result<(Vec<String>, Stri
     Ok((argv, shown))
 }
 
+/// A command endpoint's body: the JSON object and its command (`parse_command`).
+fn command_request(g: &Guest, body: &Bytes) -> Result<(Map<String, Value>, Vec<String>, String), Response> {
+    let m = json_object(body)?;
+    let (argv, shown) = parse_command(g, &m)?;
+    Ok((m, argv, shown))
+}
+
 /// A list of strings as Python prints it, for messages that quote a command the way OSWorld's do.
 fn py_list(items: &[String]) -> String {
     let q: Vec<String> = items.iter().map(|s| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))).collect();
@@ -270,34 +277,32 @@ fn noting_truncation(mut answer: Value, endpoint: &str, o: &exec::Outcome) -> Va
 // ---- commands ----------------------------------------------------------------------------------------
 
 async fn execute(State(g): G, body: Bytes) -> Response {
-    let m = match json_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let (argv, shown) = match parse_command(&g, &m) {
+    let (_, argv, shown) = match command_request(&g, &body) {
         Ok(x) => x,
         Err(r) => return r,
     };
-    let program = argv[0].clone();
-    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: EXECUTE_TIMEOUT, max_output: max_output(&g) };
-    match exec::run(spec).await {
+    match run_command(&g, argv, &shown).await {
         Ok(o) => json_at(200, noting_truncation(json!({"status": "success", "output": lossy(&o.stdout), "error": lossy(&o.stderr), "returncode": o.code}), "/execute", &o)),
-        Err(RunError::Spawn(e)) => json_at(500, json!({"status": "error", "message": os_error_text(&e, &program)})),
-        Err(RunError::Timeout) => json_at(
-            500,
-            json!({"status": "error", "message": format!("Command '{shown}' timed out after {} seconds", EXECUTE_TIMEOUT.as_secs())}),
-        ),
+        Err(r) => r,
+    }
+}
+
+/// Run an /execute command as the user with OSWorld's /execute timeout: its outcome, or OSWorld's 500
+/// answer for a command that could not start or did not end in time.
+async fn run_command(g: &Guest, argv: Vec<String>, shown: &str) -> Result<exec::Outcome, Response> {
+    let program = argv[0].clone();
+    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: EXECUTE_TIMEOUT, max_output: max_output(g) };
+    match exec::run(spec).await {
+        Ok(o) => Ok(o),
+        Err(RunError::Spawn(e)) => Err(json_at(500, json!({"status": "error", "message": os_error_text(&e, &program)}))),
+        Err(RunError::Timeout) => Err(json_at(500, json!({"status": "error", "message": format!("Command '{shown}' timed out after {} seconds", EXECUTE_TIMEOUT.as_secs())}))),
     }
 }
 
 /// /execute, then poll until `verification` holds: `window_exists` (a client window whose title contains
 /// it, ignoring case) and/or `command_success` (a shell command, as the user, exiting 0 within 5 s).
 async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
-    let m = match json_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let (argv, shown) = match parse_command(&g, &m) {
+    let (m, argv, shown) = match command_request(&g, &body) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -322,14 +327,9 @@ async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
         Ok(t) => t,
         Err(r) => return r,
     };
-    let program = argv[0].clone();
-    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: EXECUTE_TIMEOUT, max_output: max_output(&g) };
-    let o = match exec::run(spec).await {
+    let o = match run_command(&g, argv, &shown).await {
         Ok(o) => o,
-        Err(RunError::Spawn(e)) => return json_at(500, json!({"status": "error", "message": os_error_text(&e, &program)})),
-        Err(RunError::Timeout) => {
-            return json_at(500, json!({"status": "error", "message": format!("Command '{shown}' timed out after {} seconds", EXECUTE_TIMEOUT.as_secs())}))
-        }
+        Err(r) => return r,
     };
     let (output, error) = (lossy(&o.stdout), lossy(&o.stderr));
     let answer = |v: Value| noting_truncation(v, "/execute_with_verification", &o);
@@ -341,7 +341,7 @@ async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
         let mut passed = true;
         if let Some(w) = &window {
             let (d, w) = (g.display.clone(), w.to_lowercase());
-            let found = blocking(move || x11::windows(&d).map(|l| l.iter().any(|x| x.title.to_lowercase().contains(&w)))).await;
+            let found = blocking(move || display::windows(&d).map(|l| l.iter().any(|x| x.title.to_lowercase().contains(&w)))).await;
             passed &= matches!(found, Ok(Ok(true)));
         }
         if let Some(c) = &check {
@@ -371,11 +371,7 @@ async fn execute_with_verification(State(g): G, body: Bytes) -> Response {
 }
 
 async fn launch(State(g): G, body: Bytes) -> Response {
-    let m = match json_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let (argv, shown) = match parse_command(&g, &m) {
+    let (_, argv, shown) = match command_request(&g, &body) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -483,8 +479,7 @@ async fn run_bash_script(State(g): G, body: Bytes) -> Response {
     let cwd = match opt_str(&m, "working_dir") {
         Ok(Some(d)) if !d.is_empty() => {
             let d = PathBuf::from(g.acct.expand_tilde(d));
-            let (g2, d2) = (g.clone(), d.clone());
-            let exists = tokio::task::spawn_blocking(move || super::user::with_fs_identity(&g2.acct, || d2.exists())).await.unwrap_or(false);
+            let exists = exists_for_user(&g, &d).await;
             if !exists {
                 return fail(400, format!("Working directory does not exist: {}", d.display()));
             }
@@ -531,14 +526,20 @@ fn fmt_secs(t: f64) -> String {
 
 // ---- the display -------------------------------------------------------------------------------------
 
+/// Whether `p` exists as the user sees it (their permissions on the way to it); false if that cannot be told.
+async fn exists_for_user(g: &Arc<Guest>, p: &std::path::Path) -> bool {
+    let (g, p) = (g.clone(), p.to_path_buf());
+    blocking(move || super::user::with_fs_identity(&g.acct, || p.exists())).await.unwrap_or(false)
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Response> {
     tokio::task::spawn_blocking(f).await.map_err(|e| json_at(500, json!({"status": "error", "message": format!("internal: {e}")})))
 }
 
 async fn screenshot(State(g): G) -> Response {
     let d = g.display.clone();
-    match blocking(move || x11::screenshot_png(&d)).await {
-        Ok(Ok((png, _, _))) => {
+    match blocking(move || display::screenshot_png(&d)).await {
+        Ok(Ok(png)) => {
             let mut r = (StatusCode::OK, png).into_response();
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
             r
@@ -550,7 +551,7 @@ async fn screenshot(State(g): G) -> Response {
 
 async fn screen_size(State(g): G) -> Response {
     let d = g.display.clone();
-    match blocking(move || x11::screen_size(&d)).await {
+    match blocking(move || display::screen_size(&d)).await {
         Ok(Ok((w, h))) => json_at(200, json!({"width": w, "height": h})),
         Ok(Err(e)) => json_at(500, json!({"status": "error", "message": e})),
         Err(r) => r,
@@ -559,7 +560,7 @@ async fn screen_size(State(g): G) -> Response {
 
 async fn cursor_position(State(g): G) -> Response {
     let d = g.display.clone();
-    match blocking(move || x11::pointer(&d)).await {
+    match blocking(move || display::pointer(&d)).await {
         Ok(Ok((x, y))) => json_at(200, json!([x, y])),
         Ok(Err(e)) => json_at(500, json!({"status": "error", "message": e})),
         Err(r) => r,
@@ -568,16 +569,13 @@ async fn cursor_position(State(g): G) -> Response {
 
 /// Form field `app_class_name`: the size of the first client window whose WM_CLASS has it (ignoring case).
 async fn window_size(State(g): G, req: Request) -> Response {
-    let fields = match form_fields(&g, req).await {
-        Ok(f) => f,
+    let class = match required_form_field(&g, req, "app_class_name").await {
+        Ok(v) => v,
         Err(r) => return r,
-    };
-    let Some((_, class)) = fields.into_iter().find(|(k, _)| k == "app_class_name") else {
-        return json_at(400, json!({"error": "app_class_name is required"}));
     };
     let d = g.display.clone();
     let c2 = class.clone();
-    match blocking(move || x11::window_size_by_class(&d, &c2)).await {
+    match blocking(move || display::window_size_by_class(&d, &c2)).await {
         Ok(Ok(Some((w, h)))) => json_at(200, json!({"width": w, "height": h})),
         Ok(Ok(None)) => json_at(404, json!({"error": format!("no window of class {class}")})),
         Ok(Err(e)) => json_at(500, json!({"status": "error", "message": e})),
@@ -613,7 +611,7 @@ fn window_args(m: &Map<String, Value>) -> Result<(String, bool, bool), Response>
     Ok((name, opt_bool(m, "strict")?, opt_bool(m, "by_class")?))
 }
 
-async fn window_endpoint(g: Arc<Guest>, body: Bytes, op: x11::WindowOp, done: &'static str) -> Response {
+async fn window_endpoint(g: Arc<Guest>, body: Bytes, op: display::WindowOp, done: &'static str) -> Response {
     let m = match json_object(&body) {
         Ok(m) => m,
         Err(r) => return r,
@@ -624,7 +622,7 @@ async fn window_endpoint(g: Arc<Guest>, body: Bytes, op: x11::WindowOp, done: &'
     };
     let d = g.display.clone();
     let n2 = name.clone();
-    match blocking(move || x11::window_op(&d, &n2, strict, by_class, op)).await {
+    match blocking(move || display::window_op(&d, &n2, strict, by_class, op)).await {
         Ok(Ok(Some(_))) => text(200, done),
         Ok(Ok(None)) => text(404, format!("Window {name} not found")),
         Ok(Err(e)) => text(500, e),
@@ -633,11 +631,11 @@ async fn window_endpoint(g: Arc<Guest>, body: Bytes, op: x11::WindowOp, done: &'
 }
 
 async fn activate_window(State(g): G, body: Bytes) -> Response {
-    window_endpoint(g, body, x11::WindowOp::Activate, "Window activated successfully").await
+    window_endpoint(g, body, display::WindowOp::Activate, "Window activated successfully").await
 }
 
 async fn close_window(State(g): G, body: Bytes) -> Response {
-    window_endpoint(g, body, x11::WindowOp::Close, "Window closed successfully.").await
+    window_endpoint(g, body, display::WindowOp::Close, "Window closed successfully.").await
 }
 
 /// Open a file with xdg-open (or start a program named on PATH), then wait for a window whose title holds
@@ -661,8 +659,7 @@ async fn open_file(State(g): G, body: Bytes) -> Response {
             Ok(p) => p,
             Err(e) => return text(400, e),
         };
-        let (g2, p2) = (g.clone(), p.clone());
-        let exists = tokio::task::spawn_blocking(move || super::user::with_fs_identity(&g2.acct, || p2.exists())).await.unwrap_or(false);
+        let exists = exists_for_user(&g, &p).await;
         if !exists {
             return text(404, format!("Application/file not found: {raw}"));
         }
@@ -703,9 +700,9 @@ async fn open_file(State(g): G, body: Bytes) -> Response {
         let d = g.display.clone();
         let c2 = candidates.clone();
         let found = blocking(move || -> Result<bool, String> {
-            for w in x11::windows(&d)? {
+            for w in display::windows(&d)? {
                 if c2.iter().any(|c| w.title.contains(c.as_str())) {
-                    return x11::window_op(&d, &w.title, true, false, x11::WindowOp::Activate).map(|r| r.is_some());
+                    return display::window_op(&d, &w.title, true, false, display::WindowOp::Activate).map(|r| r.is_some());
                 }
             }
             Ok(false)
@@ -756,7 +753,7 @@ async fn start_recording(State(g): G) -> Response {
         Err(r) => return r,
     }
     let d = g.display.clone();
-    let (w, h) = match blocking(move || x11::screen_size(&d)).await {
+    let (w, h) = match blocking(move || display::screen_size(&d)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return json_at(500, json!({"status": "error", "message": e})),
         Err(r) => return r,
@@ -887,8 +884,7 @@ async fn change_wallpaper(State(g): G, body: Bytes) -> Response {
         Ok(p) => p,
         Err(e) => return text(400, e),
     };
-    let (g2, p2) = (g.clone(), p.clone());
-    if !blocking(move || super::user::with_fs_identity(&g2.acct, || p2.exists())).await.unwrap_or(false) {
+    if !exists_for_user(&g, &p).await {
         return text(404, format!("File not found: {}", p.display()));
     }
     match gsettings(&g, &["set", "org.gnome.desktop.background", "picture-uri", &format!("file://{}", p.display())]).await {
@@ -912,8 +908,7 @@ fn which(prog: &str) -> Option<PathBuf> {
 
 async fn desktop_path(State(g): G) -> Response {
     let p = g.acct.home.join("Desktop");
-    let (g2, p2) = (g.clone(), p.clone());
-    let exists = tokio::task::spawn_blocking(move || super::user::with_fs_identity(&g2.acct, || p2.exists())).await.unwrap_or(false);
+    let exists = exists_for_user(&g, &p).await;
     if exists {
         json_at(200, json!({"desktop_path": p.display().to_string()}))
     } else {
@@ -967,13 +962,19 @@ async fn form_fields(g: &Arc<Guest>, req: Request) -> Result<Vec<(String, String
     }
 }
 
+/// The form field `name` of a form body, or OSWorld's 400 answer saying that it is required.
+async fn required_form_field(g: &Arc<Guest>, req: Request, name: &str) -> Result<String, Response> {
+    let fields = form_fields(g, req).await?;
+    match fields.into_iter().find(|(k, _)| k == name) {
+        Some((_, v)) => Ok(v),
+        None => Err(json_at(400, json!({"error": format!("{name} is required")}))),
+    }
+}
+
 async fn file(State(g): G, req: Request) -> Response {
-    let fields = match form_fields(&g, req).await {
-        Ok(f) => f,
+    let raw = match required_form_field(&g, req, "file_path").await {
+        Ok(v) => v,
         Err(r) => return r,
-    };
-    let Some((_, raw)) = fields.into_iter().find(|(k, _)| k == "file_path") else {
-        return json_at(400, json!({"error": "file_path is required"}));
     };
     let p = match files::session_path(&g.acct, &raw) {
         Ok(p) => p,
