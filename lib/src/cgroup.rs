@@ -29,8 +29,9 @@ pub use detect::Layout;
 pub const PARENT: &str = crate::state::NAME_PREFIX;
 /// The record member this module owns.
 pub const SECTION: &str = "cgroup";
-/// How long an rmdir that fails with EBUSY is retried: tasks of a killed session leave their cgroup
-/// only when the kernel has finished their exit, a little after SIGKILL.
+/// How long an rmdir that fails with EBUSY is retried while the tasks inside are leaving
+/// (`rmdir_when_left`): tasks of a killed session leave their cgroup only when the kernel has finished
+/// their exit, a little after SIGKILL.
 pub const REMOVE_RETRY: Duration = Duration::from_secs(10);
 /// How long freeze and thaw wait for the kernel to report the new state.
 pub const FREEZE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -538,9 +539,8 @@ pub fn prepare_restore(sibling: &mut Session, limits: &Limits) -> Result<Vec<Str
 }
 
 /// rmdir one session cgroup directory. Refuses anything not named `.../drums/<id>` on a cgroup file
-/// system; an absent directory is success; EBUSY (tasks still exiting) is retried for REMOVE_RETRY and
-/// then reported with its errno and the tasks still inside. Afterwards the shared `drums` parent is
-/// removed too if it became empty (best effort: another session may be using it).
+/// system; an absent directory is success; EBUSY is handled by `rmdir_when_left`. Afterwards the shared
+/// `drums` parent is removed too if it became empty (best effort: another session may be using it).
 pub fn remove_path(path: &Path) -> Result<()> {
     if !is_session_cgroup_name(path) {
         return Err(Error::bad_input(format!("{}: not a Drums session cgroup (expected .../{PARENT}/<id>)", path.display())));
@@ -553,13 +553,24 @@ pub fn remove_path(path: &Path) -> Result<()> {
     if !detect::is_cgroup1(magic) && !detect::is_cgroup2(magic) {
         return Err(Error::bad_input(format!("{}: not on a cgroup file system (statfs magic {magic:#x})", path.display())));
     }
+    rmdir_when_left(path)?;
+    remove_empty_parent(path);
+    Ok(())
+}
+
+/// rmdir a cgroup directory (absent is success), the one removal rule of every Drums cgroup. rmdir fails
+/// with EBUSY while the kernel still counts tasks in the cgroup. Tasks that are leaving (gone, zombies,
+/// exiting, or with SIGKILL pending: a session just killed) leave a moment later, so EBUSY is retried
+/// while every listed task is leaving, for at most REMOVE_RETRY. A task that is not leaving will not go
+/// by waiting: the error comes at once, with errno EBUSY and the processes still inside.
+pub(crate) fn rmdir_when_left(path: &Path) -> Result<()> {
     let t0 = Instant::now();
     loop {
         match std::fs::remove_dir(path) {
-            Ok(()) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < REMOVE_RETRY => {
-                std::thread::sleep(Duration::from_millis(20))
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < REMOVE_RETRY && all_leaving(path) => {
+                std::thread::sleep(Duration::from_millis(10))
             }
             Err(e) => {
                 let left = read_procs(path).map(|v| format!("{v:?}")).unwrap_or_else(|_| "unknown".into());
@@ -567,11 +578,21 @@ pub fn remove_path(path: &Path) -> Result<()> {
             }
         }
     }
+}
+
+/// Every process `cgroup` lists is leaving (see `rmdir_when_left`); an unreadable list counts as left.
+fn all_leaving(cgroup: &Path) -> bool {
+    read_procs(cgroup).unwrap_or_default().into_iter().all(crate::proc::leaving)
+}
+
+/// The `drums` parent of a session cgroup, if it is now empty. Best effort: EBUSY/ENOTEMPTY means other
+/// sessions still have their cgroups there.
+pub(crate) fn remove_empty_parent(path: &Path) {
     if let Some(parent) = path.parent() {
-        // ENOTEMPTY/EBUSY: other sessions live there. Nothing else to do either way.
-        let _ = std::fs::remove_dir(parent);
+        if parent.file_name().is_some_and(|n| n == PARENT) {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
-    Ok(())
 }
 
 /// Remove every cgroup of the session: the section's paths and any the ledger holds (a crash between

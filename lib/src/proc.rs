@@ -23,6 +23,19 @@ pub fn alive(pid: i32, start: u64) -> bool {
     start_time(pid) == Some(start) && !matches!(state(pid), Some('Z') | Some('X') | None)
 }
 
+/// Whether the process `pid` is on its way out: gone, a zombie, exiting (PF_EXITING), or with SIGKILL
+/// pending. Such a process leaves its cgroup without anyone's help.
+pub fn leaving(pid: i32) -> bool {
+    const PF_EXITING: u32 = 0x4;
+    let Ok(p) = procfs::process::Process::new(pid) else { return true };
+    let Ok(stat) = p.stat() else { return true };
+    if matches!(stat.state, 'Z' | 'X') || stat.flags & PF_EXITING != 0 {
+        return true;
+    }
+    let sigkill = 1u64 << (libc::SIGKILL - 1);
+    p.status().map(|s| (s.sigpnd | s.shdpnd) & sigkill != 0).unwrap_or(true)
+}
+
 pub fn me() -> Result<Owner> {
     let pid = std::process::id() as i32;
     let start_time = start_time(pid).ok_or_else(|| crate::Error::failed("cannot read /proc/self/stat"))?;

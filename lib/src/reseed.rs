@@ -9,7 +9,6 @@ use crate::record::Session;
 use serde::Serialize;
 use serde_json::json;
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -52,17 +51,10 @@ pub struct ReseedSection {
 }
 
 fn set_hostname_in(init_pid: i32, name: &str) -> Result<()> {
-    let p = format!("/proc/{init_pid}/ns/uts");
-    let f = std::fs::File::open(&p).ctx("open UTS namespace", &p)?;
     let name = name.to_string();
-    std::thread::spawn(move || -> Result<()> {
-        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWUTS) } != 0 {
-            return Err(Error::io("join UTS namespace", &p, std::io::Error::last_os_error()));
-        }
+    crate::nsenter::on_thread(vec![crate::nsenter::NsFile::open(init_pid, crate::nsenter::Kind::Uts)?], move || {
         nix::unistd::sethostname(&name).map_err(|e| Error::failed(format!("sethostname {name}: {e}")))
     })
-    .join()
-    .map_err(|_| Error::failed("the hostname thread panicked"))?
 }
 
 /// Catches SIGUSR1 (SigCgt bit 10)?

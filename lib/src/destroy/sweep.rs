@@ -552,7 +552,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
                 Ok(_) => Ok("unmounted".into()),
                 Err((e, at)) => Err((format!("{}: unmount: {e}", at.display()), e.raw_os_error())),
             },
-            Candidate::Cgroup(p) => super::remove_cgroup(p, opts.destroy.busy_wait).map(|_| "removed".into()).map_err(|f| (f.reason, f.errno)),
+            Candidate::Cgroup(p) => super::remove_cgroup(p).map(|_| "removed".into()).map_err(|f| (f.reason, f.errno)),
             Candidate::Partial(p) => match fsops::remove_tree(p) {
                 Ok(true) => Ok("removed".into()),
                 Ok(false) => Ok("already gone".into()),
