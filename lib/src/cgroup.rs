@@ -94,7 +94,7 @@ impl Limits {
             };
             match k {
                 "cpus" => cpus = v.parse().map_err(|_| Error::Usage(format!("cpus={v}: not a number")))?,
-                "memory" => mem = parse_bytes(v).map_err(Error::Usage)?,
+                "memory" => mem = crate::cli::parse_bytes(v).map_err(Error::Usage)?,
                 "pids" => pids = v.parse().map_err(|_| Error::Usage(format!("pids={v}: not a count")))?,
                 _ => return Err(Error::Usage(format!("limit `{k}`: expected cpus, memory or pids"))),
             }
@@ -108,43 +108,6 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits::new(DEFAULT_CPUS, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS).expect("valid defaults")
     }
-}
-
-/// `4096`, `512K`, `64M`, `4G`, `4GiB`, `1T`: binary units.
-pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let t2 = t.trim_end_matches(|c| c == 'B' || c == 'b').trim_end_matches('i');
-    let (num, mult) = match t2.chars().last() {
-        Some('K') | Some('k') => (&t2[..t2.len() - 1], 1u64 << 10),
-        Some('M') | Some('m') => (&t2[..t2.len() - 1], 1 << 20),
-        Some('G') | Some('g') => (&t2[..t2.len() - 1], 1 << 30),
-        Some('T') | Some('t') => (&t2[..t2.len() - 1], 1 << 40),
-        _ => (t2, 1),
-    };
-    let n: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a size (examples: 4096, 64M, 4G)"))?;
-    if !(n.is_finite() && n >= 0.0) {
-        return Err(format!("`{s}` is not a size"));
-    }
-    Ok((n * mult as f64).round() as u64)
-}
-
-/// `1s`, `200ms`, `0.5` (seconds), `2m`.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration (examples: 1s, 200ms)"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("`{s}`: a duration must be positive"));
-    }
-    Ok(Duration::from_secs_f64(v * mult))
 }
 
 /// The record's `cgroup` section.
@@ -778,19 +741,6 @@ pub fn criu_dump_args(section: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_and_durations() {
-        assert_eq!(parse_bytes("4G").unwrap(), 4294967296);
-        assert_eq!(parse_bytes("4GiB").unwrap(), 4294967296);
-        assert_eq!(parse_bytes("64M").unwrap(), 64 << 20);
-        assert_eq!(parse_bytes("4096").unwrap(), 4096);
-        assert!(parse_bytes("lots").is_err());
-        assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
-        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
-        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("0s").is_err());
-    }
 
     #[test]
     fn limits_in_kernel_units() {

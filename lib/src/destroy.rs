@@ -15,7 +15,7 @@ pub mod fsops;
 mod links;
 pub mod sweep;
 
-pub use fsops::{mounts, mounts_below, MountInfo};
+pub use fsops::mounts_below;
 pub use links::{list as list_links, Link};
 
 use crate::error::{Error, Result};

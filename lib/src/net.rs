@@ -58,8 +58,7 @@ pub fn allocate_slot(ledger: &Ledger, session_id: &str) -> Result<u32> {
 /// A locally administered unicast MAC from the kernel's random source.
 pub fn random_mac() -> String {
     let mut b = [0u8; 6];
-    let got = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 6, 0) };
-    assert_eq!(got, 6);
+    crate::state::fill_random(&mut b);
     b[0] = (b[0] & 0xfc) | 0x02;
     b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":")
 }

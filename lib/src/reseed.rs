@@ -57,16 +57,6 @@ fn set_hostname_in(init_pid: i32, name: &str) -> Result<()> {
     })
 }
 
-/// Catches SIGUSR1 (SigCgt bit 10)?
-fn catches_usr1(pid: i32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-        .is_some_and(|m| m & (1 << (libc::SIGUSR1 - 1)) != 0)
-}
-
 fn is_reseedable(pid: i32) -> bool {
     if crate::proc::comm(pid) == "drums-guest" {
         return true;
@@ -148,7 +138,7 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
     let t = Instant::now();
     let mut signalled = vec![];
     for &p in &pids {
-        if is_reseedable(p) && catches_usr1(p) && unsafe { libc::kill(p, libc::SIGUSR1) } == 0 {
+        if is_reseedable(p) && crate::proc::catches(p, libc::SIGUSR1) && unsafe { libc::kill(p, libc::SIGUSR1) } == 0 {
             signalled.push(format!("{} {}", crate::proc::ns_pid(p).unwrap_or(-1), crate::proc::comm(p)));
         }
     }

@@ -20,7 +20,7 @@ enum Cmd {
         #[arg(long, default_value_t = cgroup::DEFAULT_CPUS)]
         cpus: f64,
         /// Memory limit, swap included (64M, 4G, bytes).
-        #[arg(long, default_value_t = cgroup::DEFAULT_MEMORY_BYTES, value_parser = cgroup::parse_bytes)]
+        #[arg(long, default_value_t = cgroup::DEFAULT_MEMORY_BYTES, value_parser = drums::cli::parse_bytes)]
         memory: u64,
         /// Most tasks (processes and threads) the session may hold.
         #[arg(long, default_value_t = cgroup::DEFAULT_PIDS)]
@@ -73,7 +73,7 @@ fn main() {
             cli::emit(&s)
         }
         Cmd::Watch { interval, samples, input } => {
-            let every = cgroup::parse_duration(&interval).map_err(|m| Error::Usage(format!("--interval: {m}")))?;
+            let every = drums::cli::parse_duration(&interval).map_err(|m| Error::Usage(format!("--interval: {m}")))?;
             let s = cli::read_session(input.as_deref())?;
             cgroup::watch(&s, every, samples, cli::emit).map(|_| ())
         }
