@@ -523,8 +523,9 @@ pub fn remove_path(path: &Path) -> Result<()> {
 
 /// rmdir a cgroup directory (absent is success), the one removal rule of every Drums cgroup. rmdir fails
 /// with EBUSY while the kernel still counts tasks in the cgroup. Tasks that are leaving (gone, zombies,
-/// exiting, or with SIGKILL pending: a session just killed) leave a moment later, so EBUSY is retried
-/// while every listed task is leaving, for at most REMOVE_RETRY. A task that is not leaving will not go
+/// exiting, with SIGKILL pending, or in a PID namespace whose init is: a session just killed) leave a
+/// moment later, so EBUSY is retried while every listed task is leaving (`proc::leaving`), for at most
+/// REMOVE_RETRY. A task that is not leaving will not go
 /// by waiting: the error comes at once, with errno EBUSY and the processes still inside.
 pub(crate) fn rmdir_when_left(path: &Path) -> Result<()> {
     let t0 = Instant::now();

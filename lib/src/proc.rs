@@ -38,9 +38,21 @@ pub fn alive(pid: i32, start: u64) -> bool {
     start_time(pid) == Some(start) && !matches!(state(pid), Some('Z') | Some('X') | None)
 }
 
-/// Whether the process `pid` is on its way out: gone, a zombie, exiting (PF_EXITING), or with SIGKILL
-/// pending. Such a process leaves its cgroup without anyone's help.
+/// Whether the process `pid` is on its way out: it is (`exiting`), or the init of its PID namespace is.
+/// A killed session's init takes every process of its namespace with it, but signals them only once it
+/// runs its own exit, a moment after kill(2) returned. Such a process leaves its cgroup without anyone's
+/// help.
 pub fn leaving(pid: i32) -> bool {
+    if exiting(pid) {
+        return true;
+    }
+    let Ok(pidns) = ns_inode(pid, "pid") else { return true };
+    // The host's PID 1 does not leave; a scan of /proc finds the init of any other namespace.
+    pidns != ns_inode(1, "pid").unwrap_or(0) && host_pids_by_ns_pid(pidns).get(&1).is_some_and(|init| exiting(*init))
+}
+
+/// Gone, a zombie, exiting (PF_EXITING), or with SIGKILL pending.
+fn exiting(pid: i32) -> bool {
     const PF_EXITING: u32 = 0x4;
     let Some(st) = stat(pid) else { return true };
     if matches!(st.state, 'Z' | 'X') || st.flags & PF_EXITING != 0 {
