@@ -9,10 +9,12 @@
 //! ledger are then kept, so that a later sweep can try again.
 //!
 //! `sweep` (the cron mode of drums-sweep) decides which sessions are orphans and which unledgered objects
-//! carry Drums' names; it calls `destroy` for the former.
+//! carry Drums' names; it calls `destroy` for the former. `request` is what drums-sweep does with its
+//! arguments.
 
 pub mod fsops;
 mod links;
+pub mod request;
 pub mod sweep;
 
 pub use fsops::mounts_below;
