@@ -25,7 +25,7 @@ pub fn connect_in_netns(init_pid: i32, port: u16, timeout: Duration) -> Result<T
 /// listen has exited, so waiting out `timeout` would only delay the failure). Attempts are 5 ms apart: a
 /// refused connection on the loopback costs microseconds, and drums-desktop waits here on the cold path.
 pub fn connect_in_netns_unless(init_pid: i32, port: u16, timeout: Duration, give_up: impl Fn() -> Option<Error> + Send + 'static) -> Result<TcpStream> {
-    crate::x11::in_netns(init_pid, move || {
+    crate::nsenter::in_netns(init_pid, move || {
         let t0 = Instant::now();
         loop {
             match TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)) {

@@ -29,8 +29,9 @@ pub use detect::Layout;
 pub const PARENT: &str = crate::state::NAME_PREFIX;
 /// The record member this module owns.
 pub const SECTION: &str = "cgroup";
-/// How long an rmdir that fails with EBUSY is retried: tasks of a killed session leave their cgroup
-/// only when the kernel has finished their exit, a little after SIGKILL.
+/// How long an rmdir that fails with EBUSY is retried while the tasks inside are leaving
+/// (`rmdir_when_left`): tasks of a killed session leave their cgroup only when the kernel has finished
+/// their exit, a little after SIGKILL.
 pub const REMOVE_RETRY: Duration = Duration::from_secs(10);
 /// How long freeze and thaw wait for the kernel to report the new state.
 pub const FREEZE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -95,7 +96,7 @@ impl Limits {
             };
             match k {
                 "cpus" => cpus = v.parse().map_err(|_| Error::Usage(format!("cpus={v}: not a number")))?,
-                "memory" => mem = parse_bytes(v).map_err(Error::Usage)?,
+                "memory" => mem = crate::cli::parse_bytes(v).map_err(Error::Usage)?,
                 "pids" => pids = v.parse().map_err(|_| Error::Usage(format!("pids={v}: not a count")))?,
                 _ => return Err(Error::Usage(format!("limit `{k}`: expected cpus, memory or pids"))),
             }
@@ -109,43 +110,6 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits::new(DEFAULT_CPUS, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS).expect("valid defaults")
     }
-}
-
-/// `4096`, `512K`, `64M`, `4G`, `4GiB`, `1T`: binary units.
-pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let t2 = t.trim_end_matches(|c| c == 'B' || c == 'b').trim_end_matches('i');
-    let (num, mult) = match t2.chars().last() {
-        Some('K') | Some('k') => (&t2[..t2.len() - 1], 1u64 << 10),
-        Some('M') | Some('m') => (&t2[..t2.len() - 1], 1 << 20),
-        Some('G') | Some('g') => (&t2[..t2.len() - 1], 1 << 30),
-        Some('T') | Some('t') => (&t2[..t2.len() - 1], 1 << 40),
-        _ => (t2, 1),
-    };
-    let n: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a size (examples: 4096, 64M, 4G)"))?;
-    if !(n.is_finite() && n >= 0.0) {
-        return Err(format!("`{s}` is not a size"));
-    }
-    Ok((n * mult as f64).round() as u64)
-}
-
-/// `1s`, `200ms`, `0.5` (seconds), `2m`.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration (examples: 1s, 200ms)"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("`{s}`: a duration must be positive"));
-    }
-    Ok(Duration::from_secs_f64(v * mult))
 }
 
 /// The record's `cgroup` section.
@@ -540,9 +504,8 @@ pub fn prepare_restore(sibling: &mut Session, limits: &Limits) -> Result<Vec<Str
 }
 
 /// rmdir one session cgroup directory. Refuses anything not named `.../drums/<id>` on a cgroup file
-/// system; an absent directory is success; EBUSY (tasks still exiting) is retried for REMOVE_RETRY and
-/// then reported with its errno and the tasks still inside. Afterwards the shared `drums` parent is
-/// removed too if it became empty (best effort: another session may be using it).
+/// system; an absent directory is success; EBUSY is handled by `rmdir_when_left`. Afterwards the shared
+/// `drums` parent is removed too if it became empty (best effort: another session may be using it).
 pub fn remove_path(path: &Path) -> Result<()> {
     if !is_session_cgroup_name(path) {
         return Err(Error::bad_input(format!("{}: not a Drums session cgroup (expected .../{PARENT}/<id>)", path.display())));
@@ -555,13 +518,25 @@ pub fn remove_path(path: &Path) -> Result<()> {
     if !detect::is_cgroup1(magic) && !detect::is_cgroup2(magic) {
         return Err(Error::bad_input(format!("{}: not on a cgroup file system (statfs magic {magic:#x})", path.display())));
     }
+    rmdir_when_left(path)?;
+    remove_empty_parent(path);
+    Ok(())
+}
+
+/// rmdir a cgroup directory (absent is success), the one removal rule of every Drums cgroup. rmdir fails
+/// with EBUSY while the kernel still counts tasks in the cgroup. Tasks that are leaving (gone, zombies,
+/// exiting, with SIGKILL pending, or in a PID namespace whose init is: a session just killed) leave a
+/// moment later, so EBUSY is retried while every listed task is leaving (`proc::leaving`), for at most
+/// REMOVE_RETRY. A task that is not leaving will not go
+/// by waiting: the error comes at once, with errno EBUSY and the processes still inside.
+pub(crate) fn rmdir_when_left(path: &Path) -> Result<()> {
     let t0 = Instant::now();
     loop {
         match std::fs::remove_dir(path) {
-            Ok(()) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < REMOVE_RETRY => {
-                std::thread::sleep(Duration::from_millis(20))
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < REMOVE_RETRY && all_leaving(path) => {
+                std::thread::sleep(Duration::from_millis(10))
             }
             Err(e) => {
                 let left = read_procs(path).map(|v| format!("{v:?}")).unwrap_or_else(|_| "unknown".into());
@@ -569,11 +544,21 @@ pub fn remove_path(path: &Path) -> Result<()> {
             }
         }
     }
+}
+
+/// Every process `cgroup` lists is leaving (see `rmdir_when_left`); an unreadable list counts as left.
+fn all_leaving(cgroup: &Path) -> bool {
+    read_procs(cgroup).unwrap_or_default().into_iter().all(crate::proc::leaving)
+}
+
+/// The `drums` parent of a session cgroup, if it is now empty. Best effort: EBUSY/ENOTEMPTY means other
+/// sessions still have their cgroups there.
+pub(crate) fn remove_empty_parent(path: &Path) {
     if let Some(parent) = path.parent() {
-        // ENOTEMPTY/EBUSY: other sessions live there. Nothing else to do either way.
-        let _ = std::fs::remove_dir(parent);
+        if parent.file_name().is_some_and(|n| n == PARENT) {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
-    Ok(())
 }
 
 /// Remove every cgroup of the session: the section's paths and any the ledger holds (a crash between
@@ -760,23 +745,10 @@ pub fn criu_dump_args(section: &Value) -> Vec<String> {
 mod tests {
     #[test]
     fn default_memory_text_is_default_memory_bytes() {
-        assert_eq!(super::parse_bytes(super::DEFAULT_MEMORY), Ok(super::DEFAULT_MEMORY_BYTES));
+        assert_eq!(crate::cli::parse_bytes(super::DEFAULT_MEMORY), Ok(super::DEFAULT_MEMORY_BYTES));
     }
 
     use super::*;
-
-    #[test]
-    fn sizes_and_durations() {
-        assert_eq!(parse_bytes("4G").unwrap(), 4294967296);
-        assert_eq!(parse_bytes("4GiB").unwrap(), 4294967296);
-        assert_eq!(parse_bytes("64M").unwrap(), 64 << 20);
-        assert_eq!(parse_bytes("4096").unwrap(), 4096);
-        assert!(parse_bytes("lots").is_err());
-        assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
-        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
-        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("0s").is_err());
-    }
 
     #[test]
     fn limits_in_kernel_units() {

@@ -125,17 +125,53 @@ pub fn require_root() -> Result<()> {
 /// The clap `long_version` every tool shows.
 pub const VERSION_TEXT: &str = concat!(env!("CARGO_PKG_VERSION"), " (record format 1)");
 
-/// Parse a byte size: a number with an optional K, M, G or T suffix (powers of 1024).
+/// The one byte-size grammar of every Drums option: a non-negative number, integer or decimal, with an
+/// optional unit K, M, G or T (powers of 1024, either case), which may be followed by `i`, `B` or `iB`:
+/// `4096`, `512K`, `64M`, `1.5G`, `4GB`, `4GiB`, `1T`. A decimal size is rounded to the nearest byte. Documented in
+/// drums(7), "Sizes and durations"; each size option's help points there.
 pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last() {
-        Some('K') | Some('k') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('M') | Some('m') => (&s[..s.len() - 1], 1 << 20),
-        Some('G') | Some('g') => (&s[..s.len() - 1], 1 << 30),
-        Some('T') | Some('t') => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
+    let t = s.trim();
+    let bad = || format!("`{s}` is not a size (examples: 4096, 512M, 4G, 4GiB)");
+    let unitless = t.trim_end_matches(['B', 'b']).trim_end_matches('i');
+    let (num, mult) = match unitless.chars().last() {
+        Some('K') | Some('k') => (&unitless[..unitless.len() - 1], 1u64 << 10),
+        Some('M') | Some('m') => (&unitless[..unitless.len() - 1], 1 << 20),
+        Some('G') | Some('g') => (&unitless[..unitless.len() - 1], 1 << 30),
+        Some('T') | Some('t') => (&unitless[..unitless.len() - 1], 1 << 40),
+        _ => (unitless, 1),
     };
-    num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)).ok_or_else(|| format!("`{s}` is not a size (like 512M or 4G)"))
+    let num = num.trim();
+    // Integers exactly (a float would lose bytes above 2^53); decimals through f64.
+    if let Ok(n) = num.parse::<u64>() {
+        return n.checked_mul(mult).ok_or_else(bad);
+    }
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let v = n * mult as f64;
+    if !(n.is_finite() && n >= 0.0 && v < u64::MAX as f64) {
+        return Err(bad());
+    }
+    Ok(v.round() as u64)
+}
+
+/// The one duration grammar of every Drums option: a positive number, integer or decimal, with an
+/// optional unit `ms`, `s` or `m` (none: seconds): `200ms`, `1s`, `0.5`, `2m`. Documented in
+/// drums(7), "Sizes and durations".
+pub fn parse_duration(s: &str) -> std::result::Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration (examples: 1s, 200ms)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("`{s}`: a duration must be positive"));
+    }
+    Ok(std::time::Duration::from_secs_f64(v * mult))
 }
 
 #[cfg(test)]
@@ -152,5 +188,27 @@ mod tests {
         assert_eq!(exit_of(read_lines(Some(Path::new("/nonexistent/records.jsonl")))), exit::BAD_INPUT);
         assert_eq!(exit_of(read_lines(Some(Path::new("/")))), exit::BAD_INPUT);
         assert_eq!(lines_of(&b"a\n\n  \nb\n"[..], "stdin").unwrap(), vec!["a", "b"], "blank lines are skipped");
+    }
+
+    #[test]
+    fn sizes_and_durations() {
+        use std::time::Duration;
+        assert_eq!(parse_bytes("4G").unwrap(), 4294967296);
+        assert_eq!(parse_bytes("4GiB").unwrap(), 4294967296);
+        assert_eq!(parse_bytes("4gb").unwrap(), 4294967296);
+        assert_eq!(parse_bytes("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_bytes("512k").unwrap(), 512 << 10);
+        assert_eq!(parse_bytes("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("4096B").unwrap(), 4096);
+        assert_eq!(parse_bytes("18446744073709551615").unwrap(), u64::MAX);
+        for bad in ["lots", "", "G", "-1", "-1G", "99999999999T", "1e400", "NaN"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("0s").is_err());
     }
 }

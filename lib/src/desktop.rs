@@ -361,7 +361,7 @@ fn wait_for_guest(init_pid: i32, guest: Watched) -> Result<()> {
 /// namespace (where its abstract socket lives); the main thread must stay out of it and single-threaded
 /// for the forks of `ns::spawn`. An X server that exits ends the wait at once.
 fn wait_for_x(init_pid: i32, display: u32, xvfb: Watched) -> Result<()> {
-    crate::x11::in_netns(init_pid, move || {
+    crate::nsenter::in_netns(init_pid, move || {
         let t0 = Instant::now();
         loop {
             if crate::x11::connect(display).is_ok() {

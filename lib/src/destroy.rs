@@ -9,13 +9,15 @@
 //! ledger are then kept, so that a later sweep can try again.
 //!
 //! `sweep` (the cron mode of drums-sweep) decides which sessions are orphans and which unledgered objects
-//! carry Drums' names; it calls `destroy` for the former.
+//! carry Drums' names; it calls `destroy` for the former. `request` is what drums-sweep does with its
+//! arguments.
 
 pub mod fsops;
 mod links;
+pub mod request;
 pub mod sweep;
 
-pub use fsops::{mounts, mounts_below, MountInfo};
+pub use fsops::mounts_below;
 pub use links::{list as list_links, Link};
 
 use crate::error::{Error, Result};
@@ -33,8 +35,8 @@ pub struct DestroyOptions {
     pub dry_run: bool,
     /// How long to wait for a killed PID namespace to empty.
     pub kill_wait: Duration,
-    /// How long to retry a busy unmount or cgroup removal before giving up (mounts are then detached
-    /// lazily and reported).
+    /// How long to retry a busy unmount before giving up (the mount is then detached lazily and reported).
+    /// Cgroup removal has its own rule: drums::cgroup::rmdir_when_left.
     pub busy_wait: Duration,
 }
 
@@ -496,11 +498,11 @@ fn errno_of(e: &Error) -> Option<i32> {
     }
 }
 
-/// Remove an unledgered cgroup directory and any below it (deepest first), retrying while the kernel still
-/// counts exiting processes in it; then the `drums` parent if that is now empty. Ledgered session cgroups
-/// go through drums::cgroup::remove_path instead, which accepts only `.../drums/<session id>`; a leftover
-/// below `drums` may have any name and children of its own.
-fn remove_cgroup(path: &Path, busy_wait: Duration) -> Result<Done, Fail> {
+/// Remove an unledgered cgroup directory and any below it (deepest first), each by the one cgroup removal
+/// rule (drums::cgroup::rmdir_when_left); then the `drums` parent if that is now empty. Ledgered session
+/// cgroups go through drums::cgroup::remove_path instead, which accepts only `.../drums/<session id>`; a
+/// leftover below `drums` may have any name and children of its own.
+fn remove_cgroup(path: &Path) -> Result<Done, Fail> {
     cgroup_confined(path).map_err(Fail::msg)?;
     if !path.exists() {
         return Ok(Done::Gone("no such cgroup directory".into()));
@@ -508,47 +510,11 @@ fn remove_cgroup(path: &Path, busy_wait: Duration) -> Result<Done, Fail> {
     let mut dirs = vec![];
     collect_dirs(path, &mut dirs);
     dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-    let deadline = Instant::now() + busy_wait;
     for d in &dirs {
-        loop {
-            match std::fs::remove_dir(d) {
-                Ok(()) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                // Retry only while the kernel still counts tasks that are exiting; live ones will not leave.
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline && !has_live_tasks(d) => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                Err(e) => {
-                    let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
-                    let mut f = Fail::io("remove cgroup directory", d, &e);
-                    if !procs.is_empty() {
-                        f.reason.push_str(&format!(" (processes still in it: {procs})"));
-                    }
-                    return Err(f);
-                }
-            }
-        }
+        crate::cgroup::rmdir_when_left(d).map_err(|e| Fail { errno: errno_of(&e), reason: e.to_string() })?;
     }
-    remove_empty_drums_parent(path);
+    crate::cgroup::remove_empty_parent(path);
     Ok(Done::Removed)
-}
-
-fn has_live_tasks(cgroup: &Path) -> bool {
-    std::fs::read_to_string(cgroup.join("cgroup.procs"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse::<i32>().ok())
-        .any(|p| !matches!(crate::proc::state(p), Some('Z') | Some('X') | None))
-}
-
-/// `<hierarchy>/drums` is made by whoever makes the first session cgroup; an empty one is a leftover.
-fn remove_empty_drums_parent(path: &Path) {
-    if let Some(parent) = path.parent() {
-        if parent.file_name().is_some_and(|n| n == crate::state::NAME_PREFIX) {
-            // EBUSY/ENOTEMPTY: another session still has its cgroup there, which is fine.
-            let _ = std::fs::remove_dir(parent);
-        }
-    }
 }
 
 fn collect_dirs(d: &Path, out: &mut Vec<PathBuf>) {

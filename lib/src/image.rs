@@ -288,13 +288,11 @@ pub struct Users {
 
 impl Users {
     pub fn scan() -> Users {
-        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mounts = info
-            .lines()
-            .filter_map(|l| {
-                let (before, after) = l.split_once(" - ")?;
-                after.starts_with("overlay ").then(|| (crate::mountinfo::unescape(before.split(' ').nth(4).unwrap_or("")), after.to_string()))
-            })
+        let mounts = crate::mountinfo::read()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| m.fstype == "overlay")
+            .map(|m| (m.mount_point.to_string_lossy().into_owned(), m.super_options))
             .collect();
         let mut checkpoints = vec![];
         let mut unreadable = vec![];

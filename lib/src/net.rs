@@ -3,6 +3,7 @@
 
 use crate::error::{Error, IoContext, Result};
 use crate::ledger::{Ledger, Resource};
+use crate::nsenter::{Kind, NsFile};
 use crate::record::Net;
 use futures::TryStreamExt;
 use rtnetlink::{LinkUnspec, LinkVeth};
@@ -57,8 +58,7 @@ pub fn allocate_slot(ledger: &Ledger, session_id: &str) -> Result<u32> {
 /// A locally administered unicast MAC from the kernel's random source.
 pub fn random_mac() -> String {
     let mut b = [0u8; 6];
-    let got = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 6, 0) };
-    assert_eq!(got, 6);
+    crate::state::fill_random(&mut b);
     b[0] = (b[0] & 0xfc) | 0x02;
     b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":")
 }
@@ -69,10 +69,6 @@ fn parse_mac(s: &str) -> Result<Vec<u8>> {
         Ok(v) if v.len() == 6 => Ok(v),
         _ => Err(Error::bad_input(format!("`{s}` is not a MAC address"))),
     }
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Error::failed(format!("tokio: {e}")))
 }
 
 fn nl_err(what: &str, e: rtnetlink::Error) -> Error {
@@ -94,9 +90,7 @@ async fn link_index(h: &rtnetlink::Handle, name: &str) -> Result<Option<u32>> {
 /// 10-20 ms here), then address and raise the host end. The host end must already be in the ledger.
 /// The session end is addressed by `configure_session_end`. Returns the host end's name.
 pub fn create_veth(slot: u32, init_pid: i32, mac: &str) -> Result<String> {
-    let nsfile = format!("/proc/{init_pid}/ns/net");
-    let ns = std::fs::File::open(&nsfile).ctx("open network namespace", &nsfile)?;
-    create_veth_in(slot, &ns, mac)
+    create_veth_in(slot, NsFile::open(init_pid, Kind::Net)?.file(), mac)
 }
 
 /// `create_veth` into the network namespace open as `netns`.
@@ -106,14 +100,13 @@ pub fn create_veth_in(slot: u32, netns: &std::fs::File, mac: &str) -> Result<Str
     let (host_addr, _) = slot_addrs(slot);
     let mac = parse_mac(mac)?;
     let peer = rtnetlink::LinkMessageBuilder::<LinkUnspec>::new().name(SESSION_IF.to_string()).address(mac).setns_by_fd(netns.as_raw_fd()).build();
-    runtime()?.block_on(async {
-        let (conn, h, _) = rtnetlink::new_connection().map_err(|e| Error::failed(format!("netlink socket: {e}")))?;
-        tokio::spawn(conn);
-        let pair = LinkVeth::new(&host_if, SESSION_IF).set_info_data(InfoData::Veth(InfoVeth::Peer(peer))).build();
-        h.link().add(pair).execute().await.map_err(|e| nl_err(&format!("create veth {host_if}"), e))?;
-        let idx = link_index(&h, &host_if).await?.ok_or_else(|| Error::failed(format!("veth {host_if} vanished")))?;
-        h.address().add(idx, host_addr.into(), PREFIX_LEN).execute().await.map_err(|e| nl_err(&format!("address {host_if}"), e))?;
-        h.link().set(LinkUnspec::new_with_index(idx).up().build()).execute().await.map_err(|e| nl_err(&format!("raise {host_if}"), e))?;
+    let name = host_if.as_str();
+    crate::netlink::run(|h| async move {
+        let pair = LinkVeth::new(name, SESSION_IF).set_info_data(InfoData::Veth(InfoVeth::Peer(peer))).build();
+        h.link().add(pair).execute().await.map_err(|e| nl_err(&format!("create veth {name}"), e))?;
+        let idx = link_index(&h, name).await?.ok_or_else(|| Error::failed(format!("veth {name} vanished")))?;
+        h.address().add(idx, host_addr.into(), PREFIX_LEN).execute().await.map_err(|e| nl_err(&format!("address {name}"), e))?;
+        h.link().set(LinkUnspec::new_with_index(idx).up().build()).execute().await.map_err(|e| nl_err(&format!("raise {name}"), e))?;
         Ok::<_, Error>(())
     })?;
     Ok(host_if)
@@ -123,25 +116,17 @@ pub fn create_veth_in(slot: u32, netns: &std::fs::File, mac: &str) -> Result<Str
 /// calling thread): rename the peer to `session_if` unless it already has that name, set its MAC (when
 /// given), replace its addresses with the slot's, raise it and `lo`.
 pub fn configure_session_end(init_pid: i32, current_name: &str, slot: u32, mac: Option<&str>) -> Result<()> {
-    let nsfile = format!("/proc/{init_pid}/ns/net");
-    let ns = std::fs::File::open(&nsfile).ctx("open network namespace", &nsfile)?;
-    configure_session_end_in(ns, current_name, slot, mac)
+    configure_session_end_in(NsFile::open(init_pid, Kind::Net)?, current_name, slot, mac)
 }
 
-/// `configure_session_end` in the network namespace open as `ns`.
-pub fn configure_session_end_in(ns: std::fs::File, current_name: &str, slot: u32, mac: Option<&str>) -> Result<()> {
+/// `configure_session_end` in the network namespace `ns`.
+pub fn configure_session_end_in(ns: NsFile, current_name: &str, slot: u32, mac: Option<&str>) -> Result<()> {
     let (_, session_addr) = slot_addrs(slot);
     let mac = mac.map(parse_mac).transpose()?;
-    let nsfile = format!("/proc/self/fd/{}", ns.as_raw_fd());
     let current = current_name.to_string();
     let m_changes = mac.is_some();
-    std::thread::spawn(move || -> Result<()> {
-        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(Error::io("join network namespace", &nsfile, std::io::Error::last_os_error()));
-        }
-        runtime()?.block_on(async {
-            let (conn, h, _) = rtnetlink::new_connection().map_err(|e| Error::failed(format!("netlink socket: {e}")))?;
-            tokio::spawn(conn);
+    crate::nsenter::on_thread(vec![ns], move || {
+        crate::netlink::run(|h| async move {
             let idx = link_index(&h, &current).await?.ok_or_else(|| Error::failed(format!("{current} is not in the session")))?;
             // A link must be down to be renamed or to change its MAC.
             h.link().set(LinkUnspec::new_with_index(idx).down().build()).execute().await.map_err(|e| nl_err("lower eth0", e))?;
@@ -168,11 +153,9 @@ pub fn configure_session_end_in(ns: std::fs::File, current_name: &str, slot: u32
             if let Some(lo) = link_index(&h, "lo").await? {
                 h.link().set(LinkUnspec::new_with_index(lo).up().build()).execute().await.map_err(|e| nl_err("raise lo", e))?;
             }
-            Ok(())
+            Ok::<_, Error>(())
         })
     })
-    .join()
-    .map_err(|_| Error::failed("the network thread panicked"))?
 }
 
 pub const SESSION_IF: &str = "eth0";

@@ -9,7 +9,7 @@
 //! `drums-ns init` from the new root, so that nothing it holds points into the host's file system
 //! (CRIU refuses such a tree).
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::ledger::{Ledger, Resource};
 use crate::record::{NsInodes, Namespaces, Session};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -353,11 +353,8 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
     if argv.is_empty() {
         return Err(Error::Usage("no command given".into()));
     }
-    let mut ns_files = vec![];
-    for n in ["ipc", "uts", "net", "pid", "mnt"] {
-        let p = format!("/proc/{}/ns/{n}", ns.init_pid);
-        ns_files.push(std::fs::File::open(&p).ctx("open namespace", &p)?);
-    }
+    use crate::nsenter::{Kind, NsFile};
+    let ns_files = [Kind::Ipc, Kind::Uts, Kind::Net, Kind::Pid, Kind::Mnt].map(|k| NsFile::open(ns.init_pid, k)).into_iter().collect::<Result<Vec<_>>>()?;
     // Everything the child needs is prepared before fork: no allocation after it.
     let cargs: Vec<CString> = argv.iter().map(|a| CString::new(a.as_str())).collect::<std::result::Result<_, _>>().map_err(|_| Error::bad_input("argument with NUL"))?;
     let mut env: Vec<(String, String)> = vec![("PATH".into(), DEFAULT_PATH.into()), ("HOME".into(), "/root".into()), ("TERM".into(), "xterm".into())];
@@ -408,10 +405,8 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
             if crate::cgroup::enter(session, me).is_err() {
                 libc::_exit(126);
             }
-            for (f, t) in ns_files.iter().zip([libc::CLONE_NEWIPC, libc::CLONE_NEWUTS, libc::CLONE_NEWNET, libc::CLONE_NEWPID, libc::CLONE_NEWNS]) {
-                if libc::setns(f.as_raw_fd(), t) != 0 {
-                    libc::_exit(126);
-                }
+            if ns_files.iter().any(|f| f.enter().is_err()) {
+                libc::_exit(126);
             }
             drop(ns_files);
             // The session's boundary (crate::boundary), before anything of the session can see this

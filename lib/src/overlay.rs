@@ -541,9 +541,7 @@ pub fn unmount_owned(ledger: &Ledger, path: &Path) -> Result<()> {
 
 /// Whether `path` is a mount point in this mount namespace (per /proc/self/mountinfo).
 pub fn is_mountpoint(path: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
-    let want = path.to_string_lossy();
-    info.lines().any(|l| l.split(' ').nth(4).map(crate::mountinfo::unescape).as_deref() == Some(&*want))
+    crate::mountinfo::read().is_ok_and(|ms| ms.iter().any(|m| m.mount_point == path))
 }
 
 #[cfg(test)]

@@ -1,26 +1,65 @@
-//! Processes named safely across PID reuse: a pid with its start time.
+//! Processes named safely across PID reuse (a pid with its start time), and what Drums reads of a
+//! process's /proc/PID/stat and status: all of it through `procfs`, here.
 
 use crate::error::{IoContext, Result};
 use crate::record::Owner;
 use std::path::Path;
 
+fn stat(pid: i32) -> Option<procfs::process::Stat> {
+    procfs::process::Process::new(pid).ok()?.stat().ok()
+}
+
+fn status(pid: i32) -> Option<procfs::process::Status> {
+    procfs::process::Process::new(pid).ok()?.status().ok()
+}
+
 /// Start time of a process in clock ticks after boot (/proc/PID/stat field 22), or None if it is gone.
 pub fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces and parentheses: fields after it follow the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    stat(pid).map(|s| s.starttime)
 }
 
 /// State letter of a process (R, S, Z, ...), or None if it is gone.
 pub fn state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].chars().next()
+    stat(pid).map(|s| s.state)
+}
+
+/// The parent of a process, or None if it is gone.
+pub fn ppid(pid: i32) -> Option<i32> {
+    stat(pid).map(|s| s.ppid)
+}
+
+/// Whether the process `pid` catches the signal `sig` (its SigCgt mask); false when it is gone.
+pub fn catches(pid: i32, sig: i32) -> bool {
+    status(pid).is_some_and(|s| s.sigcgt & (1 << (sig - 1)) != 0)
 }
 
 /// Whether the process `pid` started at `start` still exists and has not exited (zombies count as gone).
 pub fn alive(pid: i32, start: u64) -> bool {
     start_time(pid) == Some(start) && !matches!(state(pid), Some('Z') | Some('X') | None)
+}
+
+/// Whether the process `pid` is on its way out: it is (`exiting`), or the init of its PID namespace is.
+/// A killed session's init takes every process of its namespace with it, but signals them only once it
+/// runs its own exit, a moment after kill(2) returned. Such a process leaves its cgroup without anyone's
+/// help.
+pub fn leaving(pid: i32) -> bool {
+    if exiting(pid) {
+        return true;
+    }
+    let Ok(pidns) = ns_inode(pid, "pid") else { return true };
+    // The host's PID 1 does not leave; a scan of /proc finds the init of any other namespace.
+    pidns != ns_inode(1, "pid").unwrap_or(0) && host_pids_by_ns_pid(pidns).get(&1).is_some_and(|init| exiting(*init))
+}
+
+/// Gone, a zombie, exiting (PF_EXITING), or with SIGKILL pending.
+fn exiting(pid: i32) -> bool {
+    const PF_EXITING: u32 = 0x4;
+    let Some(st) = stat(pid) else { return true };
+    if matches!(st.state, 'Z' | 'X') || st.flags & PF_EXITING != 0 {
+        return true;
+    }
+    let sigkill = 1u64 << (libc::SIGKILL - 1);
+    status(pid).is_none_or(|s| (s.sigpnd | s.shdpnd) & sigkill != 0)
 }
 
 pub fn me() -> Result<Owner> {
@@ -61,8 +100,7 @@ pub fn host_pids_by_ns_pid(pidns: u64) -> std::collections::HashMap<i32, i32> {
 
 /// The PID of a host process as seen inside its innermost PID namespace (last NSpid entry).
 pub fn ns_pid(host_pid: i32) -> Option<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("NSpid:")).and_then(|v| v.split_whitespace().last()?.parse().ok())
+    status(host_pid)?.nspid?.last().copied()
 }
 
 pub fn comm(pid: i32) -> String {

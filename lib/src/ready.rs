@@ -29,7 +29,7 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
     let ns = session.ns()?;
     let desktop = session.desktop()?;
     let title = opts.title.clone().unwrap_or_else(|| desktop.title.clone());
-    crate::x11::join_netns(ns.init_pid)?;
+    crate::nsenter::join(ns.init_pid, crate::nsenter::Kind::Net)?;
     let start = Instant::now();
     let mut polls = 0;
     let mut display = None;

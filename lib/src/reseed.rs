@@ -9,7 +9,6 @@ use crate::record::Session;
 use serde::Serialize;
 use serde_json::json;
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -52,27 +51,10 @@ pub struct ReseedSection {
 }
 
 fn set_hostname_in(init_pid: i32, name: &str) -> Result<()> {
-    let p = format!("/proc/{init_pid}/ns/uts");
-    let f = std::fs::File::open(&p).ctx("open UTS namespace", &p)?;
     let name = name.to_string();
-    std::thread::spawn(move || -> Result<()> {
-        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWUTS) } != 0 {
-            return Err(Error::io("join UTS namespace", &p, std::io::Error::last_os_error()));
-        }
+    crate::nsenter::on_thread(vec![crate::nsenter::NsFile::open(init_pid, crate::nsenter::Kind::Uts)?], move || {
         nix::unistd::sethostname(&name).map_err(|e| Error::failed(format!("sethostname {name}: {e}")))
     })
-    .join()
-    .map_err(|_| Error::failed("the hostname thread panicked"))?
-}
-
-/// Catches SIGUSR1 (SigCgt bit 10)?
-fn catches_usr1(pid: i32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-        .is_some_and(|m| m & (1 << (libc::SIGUSR1 - 1)) != 0)
 }
 
 fn is_reseedable(pid: i32) -> bool {
@@ -156,7 +138,7 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
     let t = Instant::now();
     let mut signalled = vec![];
     for &p in &pids {
-        if is_reseedable(p) && catches_usr1(p) && unsafe { libc::kill(p, libc::SIGUSR1) } == 0 {
+        if is_reseedable(p) && crate::proc::catches(p, libc::SIGUSR1) && unsafe { libc::kill(p, libc::SIGUSR1) } == 0 {
             signalled.push(format!("{} {}", crate::proc::ns_pid(p).unwrap_or(-1), crate::proc::comm(p)));
         }
     }

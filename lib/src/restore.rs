@@ -144,7 +144,8 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let t = Instant::now();
     let netns = crate::net::new_netns()?;
     crate::net::create_veth_in(slot, &netns, &c.source.session_mac)?;
-    crate::net::configure_session_end_in(netns.try_clone().ctx("duplicate", "the network namespace descriptor")?, crate::net::SESSION_IF, slot, None)?;
+    let netns_dup = netns.try_clone().ctx("duplicate", "the network namespace descriptor")?;
+    crate::net::configure_session_end_in(crate::nsenter::NsFile::from_file(netns_dup, crate::nsenter::Kind::Net), crate::net::SESSION_IF, slot, None)?;
     let network_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();

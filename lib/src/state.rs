@@ -96,20 +96,32 @@ fn check_id_of(id: &str, prefix: &str, what: &str, other: &str) -> Result<(), St
     Ok(())
 }
 
+/// Fill `buf` from the kernel's random source (getrandom(2)), the one place Drums takes randomness from:
+/// a fresh read every time, no cached generator state, so restored clones of a checkpoint (which start
+/// with identical memory) still get different values.
+pub fn fill_random(buf: &mut [u8]) {
+    let mut got = 0usize;
+    while got < buf.len() {
+        let n = unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), buf.len() - got, 0) };
+        if n > 0 {
+            got += n as usize;
+        } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            panic!("getrandom(2) failed: {}", std::io::Error::last_os_error());
+        }
+    }
+}
+
 /// A new random id with the given prefix ('d' for sessions, 'c' for checkpoints).
 pub fn new_id(prefix: char) -> String {
     let mut buf = [0u8; 8];
-    // getrandom(2) on a fresh buffer: ids must differ between restored clones too, so no cached RNG state.
-    let got = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    assert_eq!(got, buf.len() as isize, "getrandom failed");
+    fill_random(&mut buf);
     format!("{prefix}-{:012x}", u64::from_le_bytes(buf) & 0xffff_ffff_ffff)
 }
 
-/// `bytes` bytes from the kernel's random source, in hex: fresh in every restored clone (no cached RNG).
+/// `bytes` random bytes (`fill_random`), in hex.
 pub fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
-    let got = unsafe { libc::getrandom(b.as_mut_ptr().cast(), bytes, 0) };
-    assert_eq!(got as usize, bytes, "getrandom failed");
+    fill_random(&mut b);
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 

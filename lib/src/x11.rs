@@ -4,33 +4,9 @@
 //! (drums-guest) stands on it from inside the session for its screenshots, pointer and windows.
 
 use crate::error::{Error, IoContext, Result};
-use std::os::fd::AsRawFd;
 use std::io::Write;
 use std::path::Path;
 use xcb::{x, XidNew};
-
-/// Join the network namespace of a session's init, for the calling thread. Call before starting threads
-/// that should share it, or from the main thread of a single-purpose tool.
-pub fn join_netns(init_pid: i32) -> Result<()> {
-    let p = format!("/proc/{init_pid}/ns/net");
-    let f = std::fs::File::open(&p).ctx("open network namespace", &p)?;
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(Error::io("join network namespace", &p, std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
-/// Run `f` on a thread of its own that joined the network namespace of a session's init, and wait for it:
-/// the calling thread stays in the host's namespace (and a caller about to fork with `ns::spawn` stays
-/// single-threaded once it returns).
-pub fn in_netns<T: Send + 'static>(init_pid: i32, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    std::thread::spawn(move || -> Result<T> {
-        join_netns(init_pid)?;
-        f()
-    })
-    .join()
-    .map_err(|_| Error::failed("the thread in the session's network namespace panicked"))?
-}
 
 pub struct Display {
     pub conn: xcb::Connection,

@@ -65,22 +65,15 @@ fn enabled_controllers() -> Result<Vec<String>> {
 }
 
 pub fn mounts() -> Result<Mounts> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ctx("read", "/proc/self/mountinfo")?;
+    let all = crate::mountinfo::read().ctx("read", "/proc/self/mountinfo")?;
     let known = enabled_controllers()?;
     let mut m = Mounts::default();
-    for line in text.lines() {
-        let Some((pre, post)) = line.split_once(" - ") else { continue };
-        let pre: Vec<&str> = pre.split(' ').collect();
-        let post: Vec<&str> = post.split(' ').collect();
-        if pre.len() < 5 || post.len() < 3 {
-            continue;
-        }
-        let fstype = post[0];
+    for mi in all {
+        let fstype = mi.fstype.as_str();
         if fstype != "cgroup" && fstype != "cgroup2" {
             continue;
         }
-        let path = PathBuf::from(crate::mountinfo::unescape(pre[4]));
-        let root = crate::mountinfo::unescape(pre[3]);
+        let (path, root) = (mi.mount_point.clone(), mi.root.clone());
         let magic = match statfs_magic(&path) {
             Ok(x) => x,
             Err(_) => {
@@ -90,7 +83,7 @@ pub fn mounts() -> Result<Mounts> {
         };
         if fstype == "cgroup" && is_cgroup1(magic) {
             let controllers =
-                post[2].split(',').filter(|o| known.iter().any(|k| k == o)).map(str::to_string).collect();
+                mi.super_options.split(',').filter(|o| known.iter().any(|k| k == o)).map(str::to_string).collect();
             m.v1.push(Mount { path, root, controllers });
         } else if fstype == "cgroup2" && is_cgroup2(magic) {
             let f = path.join("cgroup.controllers");

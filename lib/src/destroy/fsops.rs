@@ -6,25 +6,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// One line of /proc/self/mountinfo.
-#[derive(Debug, Clone)]
-pub struct MountInfo {
-    pub id: u32,
-    pub mount_point: PathBuf,
-    pub fstype: String,
-}
-
-/// The host's mounts as this process sees them, in mount order.
-pub fn mounts() -> io::Result<Vec<MountInfo>> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
-    Ok(text.lines().filter_map(parse_mountinfo_line).collect())
-}
-
-fn parse_mountinfo_line(l: &str) -> Option<MountInfo> {
-    let f: Vec<&str> = l.split(' ').collect();
-    let dash = f.iter().position(|w| *w == "-")?;
-    Some(MountInfo { id: f.first()?.parse().ok()?, mount_point: PathBuf::from(crate::mountinfo::unescape(f.get(4)?)), fstype: f.get(dash + 1)?.to_string() })
-}
+use crate::mountinfo::Mount;
 
 /// `path` is `root` or below it, judged on the words of the path (no `..`, absolute).
 pub fn lexically_below(path: &Path, root: &Path) -> bool {
@@ -60,8 +42,8 @@ pub fn confined_to(path: &Path, roots: &[PathBuf]) -> Result<(), String> {
 }
 
 /// Mounts at or below `path`, deepest first and, at one place, the topmost (latest) first.
-pub fn mounts_below(path: &Path) -> io::Result<Vec<MountInfo>> {
-    let mut v: Vec<MountInfo> = mounts()?.into_iter().filter(|m| m.mount_point.starts_with(path)).collect();
+pub fn mounts_below(path: &Path) -> io::Result<Vec<Mount>> {
+    let mut v: Vec<Mount> = crate::mountinfo::read()?.into_iter().filter(|m| m.mount_point.starts_with(path)).collect();
     v.sort_by(|a, b| b.mount_point.components().count().cmp(&a.mount_point.components().count()).then(b.id.cmp(&a.id)));
     Ok(v)
 }
@@ -150,14 +132,6 @@ pub fn remove_tree_in(path: &Path, roots: &[PathBuf]) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_lines_and_escapes() {
-        let m = parse_mountinfo_line("36 25 0:32 / /run/drums/a\\040b rw,relatime shared:1 - tmpfs tmpfs rw").unwrap();
-        assert_eq!(m.id, 36);
-        assert_eq!(m.mount_point, PathBuf::from("/run/drums/a b"));
-        assert_eq!(m.fstype, "tmpfs");
-    }
 
     #[test]
     fn a_tree_is_removed_while_a_dying_writer_still_adds_files() {

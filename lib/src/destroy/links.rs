@@ -1,6 +1,5 @@
-//! Network links through rtnetlink, on a current-thread runtime of our own: the sweep is synchronous and
-//! runs in the host's network namespace, so one short-lived runtime per call is enough and no thread ever
-//! changes namespace.
+//! Network links of the host's network namespace, through crate::netlink (the sweep runs there, so no
+//! thread ever changes namespace).
 
 use futures::stream::TryStreamExt;
 use rtnetlink::packet_route::link::{InfoKind, LinkAttribute, LinkInfo, LinkMessage};
@@ -15,10 +14,6 @@ pub struct Link {
     pub kind: Option<String>,
     /// The other end of a veth pair, when it is in this namespace too (no link-netnsid).
     pub peer_here: Option<u32>,
-}
-
-fn runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()
 }
 
 fn to_io(e: rtnetlink::Error) -> io::Error {
@@ -57,11 +52,8 @@ fn link_of(m: &LinkMessage) -> Option<Link> {
 
 /// Every link of the host's network namespace.
 pub fn list() -> io::Result<Vec<Link>> {
-    runtime()?.block_on(async {
-        let (conn, handle, _) = rtnetlink::new_connection()?;
-        let task = tokio::spawn(conn);
+    crate::netlink::run(|handle| async move {
         let msgs: Vec<LinkMessage> = handle.link().get().execute().try_collect().await.map_err(to_io)?;
-        task.abort();
         Ok(msgs.iter().filter_map(link_of).collect())
     })
 }
@@ -69,27 +61,20 @@ pub fn list() -> io::Result<Vec<Link>> {
 /// Delete the link called `name`. Ok(false): there was no such link (already gone).
 /// Deleting one end of a veth pair deletes both.
 pub fn delete(name: &str) -> io::Result<bool> {
-    runtime()?.block_on(async {
-        let (conn, handle, _) = rtnetlink::new_connection()?;
-        let task = tokio::spawn(conn);
-        let r = async {
-            let found: Vec<LinkMessage> = match handle.link().get().match_name(name.to_string()).execute().try_collect().await {
-                Ok(v) => v,
-                Err(e) => {
-                    let e = to_io(e);
-                    return if e.raw_os_error() == Some(libc::ENODEV) { Ok(false) } else { Err(e) };
-                }
-            };
-            let Some(m) = found.first() else { return Ok(false) };
-            match handle.link().del(m.header.index).execute().await.map_err(to_io) {
-                Ok(()) => Ok(true),
-                // The kernel removed it meanwhile (its peer's namespace went away).
-                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => Ok(false),
-                Err(e) => Err(e),
+    crate::netlink::run(|handle| async move {
+        let found: Vec<LinkMessage> = match handle.link().get().match_name(name.to_string()).execute().try_collect().await {
+            Ok(v) => v,
+            Err(e) => {
+                let e = to_io(e);
+                return if e.raw_os_error() == Some(libc::ENODEV) { Ok(false) } else { Err(e) };
             }
+        };
+        let Some(m) = found.first() else { return Ok(false) };
+        match handle.link().del(m.header.index).execute().await.map_err(to_io) {
+            Ok(()) => Ok(true),
+            // The kernel removed it meanwhile (its peer's namespace went away).
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => Ok(false),
+            Err(e) => Err(e),
         }
-        .await;
-        task.abort();
-        r
     })
 }

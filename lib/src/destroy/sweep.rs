@@ -422,7 +422,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         }
     }
     let root = crate::state::state_root();
-    let mut mps: Vec<fsops::MountInfo> = fsops::mounts().unwrap_or_default();
+    let mut mps: Vec<crate::mountinfo::Mount> = crate::mountinfo::read().unwrap_or_default();
     mps.sort_by_key(|m| std::cmp::Reverse(m.mount_point.components().count()));
     for m in mps {
         let p = &m.mount_point;
@@ -552,7 +552,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
                 Ok(_) => Ok("unmounted".into()),
                 Err((e, at)) => Err((format!("{}: unmount: {e}", at.display()), e.raw_os_error())),
             },
-            Candidate::Cgroup(p) => super::remove_cgroup(p, opts.destroy.busy_wait).map(|_| "removed".into()).map_err(|f| (f.reason, f.errno)),
+            Candidate::Cgroup(p) => super::remove_cgroup(p).map(|_| "removed".into()).map_err(|f| (f.reason, f.errno)),
             Candidate::Partial(p) => match fsops::remove_tree(p) {
                 Ok(true) => Ok("removed".into()),
                 Ok(false) => Ok("already gone".into()),
@@ -617,7 +617,7 @@ fn session_inits() -> Vec<(i32, u64, u64, String)> {
 fn made_by(pid: i32, creators: &BTreeSet<i32>) -> bool {
     let mut p = pid;
     for _ in 0..16 {
-        let Some(pp) = ppid(p) else { return false };
+        let Some(pp) = crate::proc::ppid(p) else { return false };
         if creators.contains(&pp) {
             return true;
         }
@@ -627,11 +627,6 @@ fn made_by(pid: i32, creators: &BTreeSet<i32>) -> bool {
         p = pp;
     }
     false
-}
-
-fn ppid(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Seconds since a process started, from its start time in clock ticks after boot.

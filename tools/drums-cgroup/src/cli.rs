@@ -28,7 +28,9 @@ pub enum Cmd {
         /// session uses). Swap is not allowed beyond it: on v1 memory.memsw.limit_in_bytes is set to the
         /// same value where the kernel accounts swap; on v2 memory.swap.max is 0. A session that exceeds
         /// it meets the kernel's OOM killer inside its own cgroup.
-        #[arg(long, value_name = "SIZE", default_value = cgroup::DEFAULT_MEMORY, value_parser = cgroup::parse_bytes)]
+        ///
+        /// The size is read as drums(7), "Sizes and durations", says.
+        #[arg(long, value_name = "SIZE", default_value = cgroup::DEFAULT_MEMORY, value_parser = drums::cli::parse_bytes)]
         memory: u64,
         /// Most tasks (processes and threads) the session may hold (pids.max).
         ///
@@ -52,6 +54,8 @@ pub enum Cmd {
     /// Telemetry as JSON Lines on stdout until the session's init is gone.
     Watch {
         /// Time between samples, such as 1s or 200ms.
+        ///
+        /// The duration is read as drums(7), "Sizes and durations", says.
         #[arg(long, value_name = "TIME", default_value = "1s")]
         interval: String,
         /// Stop after this many samples.

@@ -24,7 +24,7 @@ fn main() {
             cli::emit(&s)
         }
         Cmd::Watch { interval, samples, input } => {
-            let every = cgroup::parse_duration(&interval).map_err(|m| Error::Usage(format!("--interval: {m}")))?;
+            let every = drums::cli::parse_duration(&interval).map_err(|m| Error::Usage(format!("--interval: {m}")))?;
             let s = cli::read_session(input.as_deref())?;
             cgroup::watch(&s, every, samples, cli::emit).map(|_| ())
         }

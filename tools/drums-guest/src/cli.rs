@@ -29,12 +29,16 @@ pub struct Args {
     ///
     /// The default is far above OSWorld's task files, and the default size of a session's writable
     /// tmpfs (drums-overlay(1) --size), which holds it.
+    ///
+    /// The size is read as drums(7), "Sizes and durations", says.
     #[arg(long, value_name = "BYTES", default_value = DEFAULT_MAX_UPLOAD_TEXT, value_parser = drums::cli::parse_bytes)]
     pub max_upload: u64,
     /// Most bytes kept of each output stream of a command; the rest is dropped and the answer says so.
     ///
     /// The default is far above what an agent or an evaluator reads from a command; an answer with both
     /// streams full stays under 100 MiB.
+    ///
+    /// The size is read as drums(7), "Sizes and durations", says.
     #[arg(long, value_name = "BYTES", default_value = DEFAULT_MAX_OUTPUT_TEXT, value_parser = drums::cli::parse_bytes)]
     pub max_output: u64,
 }

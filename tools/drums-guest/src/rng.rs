@@ -19,15 +19,7 @@ struct State {
 
 fn kernel_seed() -> [u8; 32] {
     let mut seed = [0u8; 32];
-    let mut got = 0usize;
-    while got < seed.len() {
-        let n = unsafe { libc::getrandom(seed[got..].as_mut_ptr().cast(), seed.len() - got, 0) };
-        if n > 0 {
-            got += n as usize;
-        } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            panic!("getrandom(2) failed: {}", std::io::Error::last_os_error());
-        }
-    }
+    crate::state::fill_random(&mut seed);
     seed
 }
 

@@ -35,6 +35,8 @@ pub enum Cmd {
         layers: Vec<PathBuf>,
         /// Size limit of the session's writable tmpfs, e.g. 512M, 2G: its copies of the layers and what the
         /// session writes.
+        ///
+        /// The size is read as drums(7), "Sizes and durations", says.
         #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = drums::cli::parse_bytes)]
         size: u64,
         /// Time to live in seconds, after which drums-sweep(1) may destroy the session.

@@ -36,6 +36,8 @@ pub enum Cmd {
         max_sessions: usize,
         /// Memory ceiling: restore nothing while MemAvailable in /proc/meminfo is below SIZE (bytes, or with
         /// K, M, G, T).
+        ///
+        /// The size is read as drums(7), "Sizes and durations", says.
         #[arg(long, default_value = "2G", value_parser = cli::parse_bytes)]
         min_available: u64,
         /// Destroy parked siblings older than this (seconds).
@@ -54,6 +56,8 @@ pub enum Cmd {
         #[arg(long)]
         ksm: bool,
         /// Size limit of each sibling's writable tmpfs, as drums-restore --size.
+        ///
+        /// The size is read as drums(7), "Sizes and durations", says.
         #[arg(long, default_value = "1G", value_parser = cli::parse_bytes)]
         size: u64,
         /// File of checkpoint records (default: stdin).

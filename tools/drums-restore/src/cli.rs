@@ -18,6 +18,8 @@ pub struct Args {
     #[arg(long, value_name = "ID")]
     pub checkpoint: Option<String>,
     /// Size limit of each sibling's writable tmpfs, e.g. 512M, 2G.
+    ///
+    /// The size is read as drums(7), "Sizes and durations", says.
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = drums::cli::parse_bytes)]
     pub size: u64,
     /// Time to live of each sibling in seconds.
