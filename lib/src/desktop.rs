@@ -292,7 +292,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
 /// address in their commands (`export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'` before
 /// `gsettings set`), and without a bus there dconf stores nothing. A link to the bus's socket, in the
 /// user's runtime directory made as systemd makes it (/run/user root's, 0755; the user's own, 0700).
-fn link_bus_where_osworld_has_it(root: &crate::inroot::Root, account: &crate::guest::user::Account) -> Result<()> {
+fn link_bus_where_osworld_has_it(root: &crate::inroot::Root, account: &crate::account::Account) -> Result<()> {
     crate::inroot::mkdir_all(root, Path::new("/run/user"), 0o755, 0, 0)?;
     let dir = PathBuf::from(format!("/run/user/{}", account.uid));
     crate::inroot::mkdir(root, &dir, 0o700, account.uid, account.gid)?;

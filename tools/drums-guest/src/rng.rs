@@ -19,7 +19,7 @@ struct State {
 
 fn kernel_seed() -> [u8; 32] {
     let mut seed = [0u8; 32];
-    crate::state::fill_random(&mut seed);
+    drums::state::fill_random(&mut seed);
     seed
 }
 
