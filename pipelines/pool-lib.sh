@@ -64,7 +64,7 @@ pool_phase_cas() { # LEDGER NEW BY_PID BY_START ALLOWED...
     # Written through the descriptor's /proc link: the same inode even if the path were unlinked.
     # Not fsynced, unlike the tools' appends: after a crash no session process is left, and the sweep
     # destroys every session whose init is gone whatever its phase.
-    printf '%s{"op":"phase","t":%s,"phase":"%s","by":{"pid":%d,"start_time":%d}}\n' "$nl" "$EPOCHREALTIME" "$new" "$by" "$start" >> "/proc/self/fd/$fd"
+    printf '%s{"v":1,"op":"phase","t":%s,"phase":"%s","by":{"pid":%d,"start_time":%d}}\n' "$nl" "$EPOCHREALTIME" "$new" "$by" "$start" >> "/proc/self/fd/$fd"
   fi
   exec {fd}<&-
   return "$ok"

@@ -48,6 +48,9 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
         net: None,
         desktop: None,
         ready: None,
+        cgroup: None,
+        restore: None,
+        reseed: None,
         extra: Default::default(),
     })
 }

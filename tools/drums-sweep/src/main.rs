@@ -86,6 +86,9 @@ fn main() {
                 ttl: a.ttl,
             })?;
             drums::cli::emit(&rep)?;
+            if rep.refused > 0 {
+                return Err(Error::NotUnderstood(format!("{} orphan(s) refused: their ledgers hold lines this version does not understand (see the report)", rep.refused)));
+            }
             if rep.left > 0 {
                 let what = if a.dry_run { "would be removed" } else { "could not be removed (see the report)" };
                 return Err(Error::CheckFailed(format!("{} thing(s) {what}", rep.left)));
@@ -94,15 +97,26 @@ fn main() {
         }
         let _lock = destroy::sweep::lock(false, !a.dry_run)?;
         let mut left = 0;
+        let mut refused = None;
         for (i, d) in dirs.iter().enumerate() {
             drums::cli::progress("drums-sweep", &format!("destroying {}/{}: {}", i + 1, dirs.len(), d.display()));
             let rep = destroy::destroy(d, &opts);
             drums::cli::progress_done();
-            let rep = rep?;
+            let rep = match rep {
+                Err(e @ Error::NotUnderstood(_)) => {
+                    drums::cli::emit(&destroy::DestroyReport::refused(d, &e))?;
+                    refused.get_or_insert(e);
+                    continue;
+                }
+                r => r?,
+            };
             if !rep.clean() || (a.dry_run && !rep.planned.is_empty()) {
                 left += 1;
             }
             drums::cli::emit(&rep)?;
+        }
+        if let Some(e) = refused {
+            return Err(e);
         }
         if left > 0 {
             let what = if a.dry_run { "would be destroyed" } else { "left something behind (see the report)" };
