@@ -715,9 +715,6 @@ impl Session {
     pub fn section(&self, name: &str) -> Option<&Value> {
         self.extra.get(name).filter(|v| !v.is_null())
     }
-    pub fn set_section(&mut self, name: &str, v: impl Serialize) {
-        self.extra.insert(name.to_string(), serde_json::to_value(v).expect("sections serialize"));
-    }
 
     pub fn ns(&self) -> Result<&Namespaces> {
         self.ns.as_ref().ok_or_else(|| Error::bad_field("ns", "missing: run drums-ns create first"))
