@@ -268,15 +268,15 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
     };
     let pid = restore(&args, "pid", "restore.log");
     let pc = proc_cgroup(pid);
-    for (ctrl, p) in sib["cgroup"]["proc_paths"].as_object().unwrap() {
+    let sec = sib_s.cgroup.clone().expect("prepare_restore wrote the section");
+    for (ctrl, p) in &sec.proc_paths {
         assert!(
-            pc.split(';').any(|l| l.ends_with(&format!(":{}", p.as_str().unwrap())) && l.split(':').nth(1).unwrap().split(',').any(|c| c == ctrl)),
+            pc.split(';').any(|l| l.ends_with(&format!(":{p}")) && l.split(':').nth(1).unwrap().split(',').any(|c| c == ctrl)),
             "restored init not in the sibling's {ctrl} cgroup: {pc}"
         );
     }
     assert!(!pc.contains(&src_id), "restored init in the source's cgroups: {pc}");
-    let paths = sib["cgroup"]["paths"].as_object().unwrap();
-    let pids_max = std::fs::read_to_string(format!("{}/pids.max", paths["pids"].as_str().unwrap())).unwrap();
+    let pids_max = std::fs::read_to_string(sec.paths["pids"].join("pids.max")).unwrap();
     assert_eq!(pids_max.trim(), "77", "CRIU left the sibling's limits alone");
     for c in ["cpu", "memory", "pids"] {
         let p = format!("/sys/fs/cgroup/{c}/drums/{src_id}");
@@ -300,7 +300,9 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 
     // A sibling without cgroups: CRIU is told to leave cgroups alone, and recreates nothing of the source.
-    let none = probe_out(&["criu-restore-args"], &serde_json::json!({"cgroup": null}));
+    let mut sib_none = sib.clone();
+    sib_none["cgroup"] = serde_json::Value::Null;
+    let none = probe_out(&["criu-restore-args"], &sib_none);
     assert_eq!(none, "--manage-cgroups=ignore");
     let pid = restore(&[none], "pid3", "restore3.log");
     let pc = proc_cgroup(pid);

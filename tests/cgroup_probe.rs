@@ -36,14 +36,13 @@ fn main() {
                 other => println!("{other}"),
             }
         }
-        Some("criu-restore-args") => println!("{}", drums::cgroup::criu_restore_args(&stdin_json()["cgroup"]).join(" ")),
-        Some("criu-dump-args") => println!("{}", drums::cgroup::criu_dump_args(&stdin_json()["cgroup"]).join(" ")),
+        Some("criu-restore-args") => println!("{}", drums::cgroup::criu_restore_args(stdin_session().cgroup.as_ref()).join(" ")),
+        Some("criu-dump-args") => println!("{}", drums::cgroup::criu_dump_args(stdin_session().cgroup.as_ref()).join(" ")),
         Some("paths") => {
-            let v = stdin_json();
             let mut seen = std::collections::BTreeSet::new();
-            for p in v["cgroup"]["paths"].as_object().into_iter().flatten().filter_map(|(_, p)| p.as_str()) {
-                if seen.insert(p.to_string()) {
-                    println!("{p}");
+            for p in stdin_session().cgroup.iter().flat_map(|c| c.paths.values()) {
+                if seen.insert(p.clone()) {
+                    println!("{}", p.display());
                 }
             }
         }
@@ -54,6 +53,11 @@ fn main() {
 fn die(m: &str) -> ! {
     eprintln!("cgroup-probe: {m}");
     std::process::exit(2)
+}
+
+/// The record on stdin as the library types it (not validated: the guest has no Drums roots).
+fn stdin_session() -> Session {
+    serde_json::from_value(stdin_json()).unwrap_or_else(|e| die(&format!("not a session record: {e}")))
 }
 
 fn stdin_json() -> serde_json::Value {
@@ -154,6 +158,9 @@ fn spawn_session(state_root: &str, script: &str) {
                 desktop: None,
                 ready: None,
                 pool: None,
+                cgroup: None,
+                restore: None,
+                reseed: None,
                 extra: Default::default(),
             };
             println!("{}", serde_json::to_string(&s).unwrap());

@@ -90,9 +90,9 @@ fn last_phase(id: &str) -> Option<(String, i32)> {
     c.last_phase().map(|(p, by, _)| (p.to_string(), by.pid))
 }
 
-fn freezer_state(rec: &Value) -> String {
-    let dir = rec["cgroup"]["paths"]["freezer"].as_str().expect("a freezer cgroup");
-    std::fs::read_to_string(Path::new(dir).join("freezer.state")).unwrap().trim().to_string()
+fn freezer_state(s: &drums::Session) -> String {
+    let dir = s.cgroup.as_ref().and_then(|c| c.paths.get("freezer").cloned()).expect("a freezer cgroup");
+    std::fs::read_to_string(dir.join("freezer.state")).unwrap().trim().to_string()
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
@@ -272,13 +272,14 @@ fn warm_pool() {
     assert_eq!(parked.len(), 4, "{recs:?}");
     assert_eq!(files(&spool.join("ready")).len(), 4);
     for f in files(&spool.join("ready")) {
-        let r: Value = serde_json::from_str(std::fs::read_to_string(&f).unwrap().trim()).unwrap();
-        assert_eq!(r["ready"]["ready"], true, "{f:?}");
-        assert!(r["reseed"]["total_s"].as_f64().is_some(), "parked before its reseed: {f:?}");
-        assert_eq!(r["pool"]["frozen"], true);
-        assert!(r["pool"]["parked_at"].as_f64().unwrap() > 0.0);
+        let r: drums::Session = serde_json::from_str(std::fs::read_to_string(&f).unwrap().trim()).unwrap();
+        assert!(r.ready.as_ref().is_some_and(|x| x.ready), "{f:?}");
+        assert!(r.reseed.as_ref().is_some_and(|x| x.total_s > 0.0), "parked before its reseed: {f:?}");
+        // The pool section is the warm pool's, not typed here.
+        assert_eq!(r.extra["pool"]["frozen"], true);
+        assert!(r.extra["pool"]["parked_at"].as_f64().unwrap() > 0.0);
         assert_eq!(freezer_state(&r), "FROZEN");
-        assert_eq!(last_phase(r["id"].as_str().unwrap()).unwrap().0, "parked");
+        assert_eq!(last_phase(&r.id).unwrap().0, "parked");
     }
 
     // `status` sees them, oldest first, and no filler at work.
@@ -312,12 +313,14 @@ fn warm_pool() {
     ids.dedup();
     assert_eq!(ids.len(), 4, "two takers got the same session: {ids:?}");
     for r in &taken {
-        assert_eq!(r["ready"]["ready"], true);
-        assert_eq!(r["owner"]["pid"], me(), "the taker is the new owner");
-        assert_eq!(r["pool"]["taker"]["pid"], me());
-        assert_eq!(freezer_state(r), "THAWED");
-        assert_eq!(last_phase(r["id"].as_str().unwrap()).unwrap(), ("taken".to_string(), me()));
-        eprintln!("take: {:.3} s", r["ready"]["checked_at"].as_f64().unwrap() - r["pool"]["take_started_at"].as_f64().unwrap());
+        let s: drums::Session = serde_json::from_value(r.clone()).unwrap();
+        let ready = s.ready.as_ref().expect("a checked sibling");
+        assert!(ready.ready, "{ready:?}");
+        assert_eq!(s.owner.pid, me(), "the taker is the new owner");
+        assert_eq!(s.extra["pool"]["taker"]["pid"], me());
+        assert_eq!(freezer_state(&s), "THAWED");
+        assert_eq!(last_phase(&s.id).unwrap(), ("taken".to_string(), me()));
+        eprintln!("take: {:.3} s", ready.checked_at - s.extra["pool"]["take_started_at"].as_f64().unwrap());
     }
     assert!(files(&spool.join("ready")).is_empty());
     assert_eq!(files(&spool.join("taken")).len(), 4);
@@ -352,9 +355,10 @@ fn warm_pool() {
     let wipe_ranges = ckpt["wipe"].as_array().expect("the checkpoint's wipe-on-fork ranges").len();
     assert!(wipe_ranges > 0, "the checkpoint recorded no wipe-on-fork range: {}", ckpt["wipe"]);
     for r in taken.iter().chain([&fifth]) {
-        let rs = &r["reseed"];
-        assert_eq!(rs["browser"]["renderer_renewed"], true, "{}: {rs}", r["id"]);
-        assert_eq!(rs["wiped_ranges"].as_u64(), Some(wipe_ranges as u64), "{}: not every wipe-on-fork range was zeroed: {rs}", r["id"]);
+        let s: drums::Session = serde_json::from_value(r.clone()).unwrap();
+        let rs = s.reseed.as_ref().expect("a reseeded sibling");
+        assert!(rs.browser.as_ref().is_some_and(|b| b.renderer_renewed), "{}: {rs:?}", s.id);
+        assert_eq!(rs.wiped_ranges, wipe_ranges, "{}: not every wipe-on-fork range was zeroed: {rs:?}", s.id);
     }
     // ... and two taken siblings differ in everything.
     let (a, b) = (probe(&taken[0], &ckpt), probe(&taken[1], &ckpt));

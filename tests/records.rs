@@ -289,7 +289,7 @@ fn hostile_wipe_ranges_are_refused_by_restore_and_reseed() {
         r.reset();
         std::fs::write(r.checkpoint_dir().join("checkpoint.json"), ck.to_string()).unwrap();
         let mut s = session(&r);
-        s["restore"] = json!({"checkpoint": CHECKPOINT, "checkpoint_dir": r.checkpoint_dir()});
+        s["restore"] = restore_section(json!(CHECKPOINT), json!(r.checkpoint_dir()));
         let before = r.listing();
         let o = r.tool("drums-reseed", &[], &s.to_string());
         assert_eq!(o.status.code(), Some(3), "{what}: {}", text(&o.stderr));
@@ -306,6 +306,16 @@ fn pool_section(spool: &str) -> Value {
     let filler = json!({"pid": 1, "start_time": 1});
     let fill_s = json!({"restore_s": 0.1, "reseed_ready_s": 0.1, "freeze_s": 0.0, "total_s": 0.2});
     json!({"checkpoint": CHECKPOINT, "spool": spool, "parked_at": 1.0, "frozen": true, "filler": filler, "fill_s": fill_s, "take_started_at": null, "taken_at": null, "taker": null})
+}
+
+/// A `restore` section as drums-restore writes it, naming `checkpoint` in `checkpoint_dir` (null: left out).
+fn restore_section(checkpoint: Value, checkpoint_dir: Value) -> Value {
+    let times = drums::record::RestoreTimes { ledger_s: 0.1, overlay_s: 0.1, cgroup_s: 0.1, criu_s: 0.1, network_s: 0.1, total_s: 0.5 };
+    let mut r = json!({"checkpoint": checkpoint, "clean": true, "ksm": false, "times": times, "criu_options": []});
+    if !checkpoint_dir.is_null() {
+        r["checkpoint_dir"] = checkpoint_dir;
+    }
+    r
 }
 
 #[test]
@@ -331,8 +341,8 @@ fn hostile_namespaces_network_and_desktop_are_refused() {
         ("a guest URL elsewhere", "desktop.guest_url", |v| v["desktop"]["guest_url"] = json!("http://169.254.169.254:80/latest"), &[READY, CKPT]),
         ("a URL with a NUL", "desktop.url", |v| v["desktop"]["url"] = json!("data:text/html,a\u{0}--no-sandbox"), &[RESEED, CKPT]),
         ("a process role that is a path", "desktop.processes[0].role", |v| v["desktop"]["processes"][0]["role"] = json!("../../etc/x"), &[READY, CKPT]),
-        ("a restore from a path", "restore.checkpoint", |v| v["restore"] = json!({"checkpoint": "../../etc"}), &[RESEED, SWEEP]),
-        ("a restore from a directory elsewhere", "restore.checkpoint_dir", |v| v["restore"] = json!({"checkpoint": CHECKPOINT, "checkpoint_dir": "/etc"}), &[RESEED, SWEEP]),
+        ("a restore from a path", "restore.checkpoint", |v| v["restore"] = restore_section(json!("../../etc"), Value::Null), &[RESEED, SWEEP]),
+        ("a restore from a directory elsewhere", "restore.checkpoint_dir", |v| v["restore"] = restore_section(json!(CHECKPOINT), json!("/etc")), &[RESEED, SWEEP]),
         ("a pool spool elsewhere", "pool.spool", |v| v["pool"] = pool_section("/etc"), &[SWEEP]),
         ("a pool section without its parked_at", "pool.parked_at", |v| {
             v["pool"] = pool_section("/etc");

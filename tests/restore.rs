@@ -1,6 +1,7 @@
 //! The restore path on real sessions: checkpoint, siblings, clone hygiene, failures that leave nothing.
 
 use drums_tests::hygiene::*;
+use drums::record::{ClearedAt, Reseed};
 use drums_tests::*;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
@@ -23,6 +24,12 @@ fn cold(guard: &mut Sessions) -> Value {
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     guard.add(&text(&o.stdout));
     serde_json::from_str(text(&o.stdout).trim()).unwrap()
+}
+
+/// The `reseed` section of a sibling's record, as the library types it.
+fn reseed_of(s: &Value) -> Reseed {
+    let s: drums::Session = serde_json::from_value(s.clone()).expect("a session record");
+    s.reseed.expect("the sibling has a reseed section")
 }
 
 fn restore(ckpt: &str, count: u32, hygiene: bool, guard: &mut Sessions) -> Vec<Value> {
@@ -167,9 +174,10 @@ fn clone_hygiene() {
     assert_eq!((a.cookie, b.cookie), (None, None), "cookies of a clean checkpoint are erased");
     assert_ne!(a.new_context_id, b.new_context_id, "new browser context id");
     for s in &fresh {
-        assert_eq!(s["reseed"]["browser"]["cleared_at"], "reseed");
-        assert_eq!(s["reseed"]["browser"]["renderer_renewed"], true);
-        assert!(s["reseed"]["wiped_ranges"].as_u64().unwrap() > 0, "no wipe-on-fork range was zeroed");
+        let rs = reseed_of(s);
+        let b = rs.browser.as_ref().expect("the browser was reseeded");
+        assert_eq!((b.cleared_at, b.renderer_renewed), (Some(ClearedAt::Reseed), true), "{rs:?}");
+        assert!(rs.wiped_ranges > 0, "no wipe-on-fork range was zeroed");
     }
 
     // Reseed on, checkpoint not declared clean: the browser's state is kept by design, the rest differs.
@@ -190,7 +198,9 @@ fn clone_hygiene() {
     assert_ne!(a.math_random, b.math_random, "Math.random");
     assert_ne!(a.new_context_id, b.new_context_id, "new browser context id");
     for s in &erased_sibs {
-        assert_eq!((s["reseed"]["browser"]["cleared_at"].as_str(), s["reseed"]["browser"]["renderer_renewed"].as_bool()), (Some("dump"), Some(true)), "{}", s["reseed"]);
+        let rs = reseed_of(s);
+        let b = rs.browser.as_ref().expect("the browser was reseeded");
+        assert_eq!((b.cleared_at, b.renderer_renewed), (Some(ClearedAt::Dump), true), "{rs:?}");
     }
     for c in [&clean, &kept, &erased] {
         let id: Value = serde_json::from_str(c.trim()).unwrap();

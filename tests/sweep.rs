@@ -763,3 +763,30 @@ fn mapped_files_go_with_their_checkpoint_and_only_theirs() {
     assert!(other_left, "mapped files judged against the wrong checkpoint root were removed: {r}");
     assert!(r["unledgered"]["removed"].to_string().contains(&orphan.display().to_string()), "{r}");
 }
+
+/// An orphan whose ledger holds a line of a later format version is refused by the cron sweep: reported
+/// with the verdict `refused`, exit 8, everything of it left; with the line taken out it is swept.
+#[test]
+fn an_orphan_with_a_ledger_line_not_understood_is_refused_and_kept() {
+    require_root();
+    let _l = session_lock();
+    let mut h = Hand::with_owner(9, dead_owner());
+    let ledger = h.dir.join(drums::ledger::FILE_NAME);
+    let before = std::fs::read_to_string(&ledger).unwrap();
+    let newer = r#"{"v":2,"op":"create","t":1.0,"res":{"kind":"mount","path":"/run/drums-v2"}}"#;
+    std::fs::write(&ledger, format!("{before}{newer}\n")).unwrap();
+    let (code, r, err) = sweep(&["--older-than", "0"]);
+    assert_eq!(code, Some(drums::error::exit::NOT_UNDERSTOOD), "{err}\n{r}");
+    let v = r["sessions"].as_array().unwrap().iter().find(|s| s["session"] == h.id.as_str()).unwrap_or_else(|| panic!("not reported: {r}"));
+    assert_eq!(v["verdict"], "refused", "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("format version 2"), "the reason says why: {v}");
+    assert!(r["refused"].as_u64().unwrap() >= 1, "{r}");
+    assert!(r["destroyed"].as_array().unwrap().iter().all(|d| d["session"] != h.id.as_str()), "{r}");
+    assert_eq!(h.missing(9), Vec::<String>::new(), "the refused session lost something: {r}");
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), format!("{before}{newer}\n"), "the refused sweep wrote to the ledger");
+    std::fs::write(&ledger, &before).unwrap();
+    let (code, r, err) = sweep(&["--older-than", "0"]);
+    h.reap();
+    assert_swept(code, &r, &err, &[h.tag()]);
+    assert_eq!(leftovers(&h), Vec::<String>::new(), "{r}");
+}

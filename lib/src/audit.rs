@@ -429,14 +429,14 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
         let session_infos: Vec<SessionInfo> = sessions.iter().map(|s| info(&s.id)).collect();
         let control_report = control.as_ref().zip(control_pair).map(|([c1, c2], pair)| ControlReport {
             sessions: vec![info(&c1.id), info(&c2.id)],
-            cold: c1.section("restore").is_none() && c2.section("restore").is_none(),
+            cold: c1.restore.is_none() && c2.restore.is_none(),
             pair,
         });
         let mut verdicts = verdicts(&pairs, control_report.as_ref(), complete);
         let mut boundary = BTreeMap::new();
         for s in sessions {
-            let checkpoint = match s.section("restore").and_then(|r| r["checkpoint"].as_str()) {
-                Some(id) => Some(crate::ckpt::load(id)?),
+            let checkpoint = match &s.restore {
+                Some(r) => Some(crate::ckpt::load(&r.checkpoint)?),
                 None => None,
             };
             let procs = crate::boundary::of_pidns(s.ns()?.inodes.pid);

@@ -128,6 +128,9 @@ pub struct Section {
     /// Processes moved in at creation; `null` when the session had no namespaces yet.
     pub processes_moved: Option<u64>,
     pub created_at: f64,
+    /// Members of later versions, kept as they are.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Figures read from the kernel: a value, or `null` and why.
@@ -311,9 +314,7 @@ fn is_session_cgroup_name(p: &Path) -> bool {
 /// The session's section, checked: every path is `.../drums/<this session's id>` and, where it exists,
 /// on a file system of the recorded cgroup version. A record naming anything else is refused.
 pub fn section(session: &Session) -> Result<Option<Section>> {
-    let Some(v) = session.section(SECTION) else { return Ok(None) };
-    let sec: Section = serde_json::from_value(v.clone())
-        .map_err(|e| Error::bad_field(SECTION, format!("does not fit the cgroup section: {e}")))?;
+    let Some(sec) = session.cgroup.clone() else { return Ok(None) };
     if sec.paths.is_empty() {
         return Err(Error::bad_field("cgroup.paths", "empty"));
     }
@@ -401,11 +402,12 @@ pub fn create(session: &mut Session, limits: &Limits) -> Result<()> {
             applied: true,
             processes_moved: moved,
             created_at: crate::state::now(),
+            extra: Map::new(),
         })
     })();
     match result {
         Ok(sec) => {
-            session.set_section(SECTION, &sec);
+            session.cgroup = Some(sec);
             Ok(())
         }
         Err(e) => {
@@ -487,7 +489,7 @@ pub fn enter_all(session: &mut Session) -> Result<u64> {
     let mut sec = require_section(session)?;
     let n = move_processes(backend_of(&sec).as_ref(), session.ns()?)?;
     sec.processes_moved = Some(sec.processes_moved.unwrap_or(0) + n);
-    session.set_section(SECTION, &sec);
+    session.cgroup = Some(sec);
     Ok(n)
 }
 
@@ -500,7 +502,7 @@ pub fn prepare_restore(sibling: &mut Session, limits: &Limits) -> Result<Vec<Str
         return Err(Error::bad_field("ns", "present before the restore: prepare_restore runs before CRIU makes the session's namespaces"));
     }
     create(sibling, limits)?;
-    Ok(criu_restore_args(sibling.section(SECTION).expect("create wrote the section")))
+    Ok(criu_restore_args(sibling.cgroup.as_ref()))
 }
 
 /// rmdir one session cgroup directory. Refuses anything not named `.../drums/<id>` on a cgroup file
@@ -595,7 +597,7 @@ pub fn remove(session: &mut Session) -> Result<()> {
     match first {
         Some(e) => Err(e),
         None => {
-            session.set_section(SECTION, Value::Null);
+            session.cgroup = None;
             Ok(())
         }
     }
@@ -709,8 +711,8 @@ pub fn watch(session: &Session, interval: Duration, max_samples: Option<u64>, mu
 /// the root). On v2 the one unified hierarchy has no controller name, so the root is given without one.
 /// A sibling without cgroups gets `--manage-cgroups=ignore`: CRIU leaves cgroups alone and the tree stays
 /// in the cgroups of the process running CRIU, so no source directory is recreated.
-pub fn criu_restore_args(section: &Value) -> Vec<String> {
-    let Ok(sec) = serde_json::from_value::<Section>(section.clone()) else {
+pub fn criu_restore_args(section: Option<&Section>) -> Vec<String> {
+    let Some(sec) = section else {
         return vec!["--manage-cgroups=ignore".to_string()];
     };
     let mut args = vec!["--manage-cgroups=soft".to_string()];
@@ -733,9 +735,9 @@ pub fn criu_restore_args(section: &Value) -> Vec<String> {
 
 /// CRIU dump options for a session with cgroups: freeze through the session's freezer cgroup rather than
 /// task by task (a tree that forks while being seized is frozen as a whole).
-pub fn criu_dump_args(section: &Value) -> Vec<String> {
-    let Ok(sec) = serde_json::from_value::<Section>(section.clone()) else { return vec![] };
-    match backend_of(&sec).freezer_dir() {
+pub fn criu_dump_args(section: Option<&Section>) -> Vec<String> {
+    let Some(sec) = section else { return vec![] };
+    match backend_of(sec).freezer_dir() {
         Some(d) => vec!["--freeze-cgroup".into(), d.display().to_string()],
         None => vec![],
     }
@@ -781,17 +783,18 @@ mod tests {
             "proc_paths": {"cpu": "/drums/d-2", "memory": "/drums/d-2"},
             "requested": Limits::default(), "read_back": {}, "applied": true, "processes_moved": null, "created_at": 0.0
         });
+        let typed = |v: &Value| serde_json::from_value::<Section>(v.clone()).unwrap();
         assert_eq!(
-            criu_restore_args(&sec),
+            criu_restore_args(Some(&typed(&sec))),
             vec!["--manage-cgroups=soft", "--cgroup-root", "cpu:/drums/d-2", "--cgroup-root", "memory:/drums/d-2"]
         );
         let mut v2 = sec.clone();
         v2["version"] = json!("v2");
         v2["paths"] = json!({"unified": "/sys/fs/cgroup/drums/d-2"});
         v2["proc_paths"] = json!({"unified": "/drums/d-2"});
-        assert_eq!(criu_restore_args(&v2), vec!["--manage-cgroups=soft", "--cgroup-root", "/drums/d-2"]);
-        assert_eq!(criu_dump_args(&v2), vec!["--freeze-cgroup", "/sys/fs/cgroup/drums/d-2"]);
-        assert_eq!(criu_restore_args(&Value::Null), vec!["--manage-cgroups=ignore"]);
-        assert!(criu_dump_args(&Value::Null).is_empty());
+        assert_eq!(criu_restore_args(Some(&typed(&v2))), vec!["--manage-cgroups=soft", "--cgroup-root", "/drums/d-2"]);
+        assert_eq!(criu_dump_args(Some(&typed(&v2))), vec!["--freeze-cgroup", "/sys/fs/cgroup/drums/d-2"]);
+        assert_eq!(criu_restore_args(None), vec!["--manage-cgroups=ignore"]);
+        assert!(criu_dump_args(None).is_empty());
     }
 }

@@ -273,9 +273,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     // The session's network namespace is left out of the images: each restore brings a namespace of its
     // own, built before CRIU runs (see restore::EXTERNAL_NET).
     opts.extend(["--external".to_string(), format!("net[{}]:{}", ns.inodes.net, crate::restore::EXTERNAL_NET)]);
-    if let Some(cg) = session.section("cgroup") {
-        opts.extend(crate::cgroup::criu_dump_args(cg));
-    }
+    opts.extend(crate::cgroup::criu_dump_args(session.cgroup.as_ref()));
     let mut cmd = crate::criu::command();
     cmd.arg("dump").arg("-t").arg(ns.init_pid.to_string()).arg("-D").arg(&images).arg("-o").arg("dump.log").args(&opts);
     cmd.arg("--action-script").arg(&script);

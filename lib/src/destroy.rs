@@ -94,6 +94,10 @@ pub struct DestroyReport {
     pub state_dir_note: Option<String>,
     /// Ledger lines that did not parse (a torn last line after a crash).
     pub skipped_ledger_lines: usize,
+    /// Why nothing was done: the ledger holds a line this version does not understand (drums-sweep
+    /// prints this report for such a session, then exits NOT_UNDERSTOOD).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl DestroyReport {
@@ -113,7 +117,19 @@ impl DestroyReport {
             state_dir_removed: false,
             state_dir_note: None,
             skipped_ledger_lines: 0,
+            refused: None,
         }
+    }
+    /// The report of a session `destroy` refused (`why`: its error), naming what its ledger holds.
+    pub fn refused(state_dir: &Path, why: &Error) -> DestroyReport {
+        let mut rep = DestroyReport::new(state_dir, false);
+        if let Ok(c) = crate::ledger::read_file(&state_dir.join(crate::ledger::FILE_NAME)) {
+            rep.session = c.owner().map(|o| o.0.to_string());
+            rep.found = c.live();
+            rep.skipped_ledger_lines = c.skipped_lines;
+        }
+        rep.refused = Some(why.to_string());
+        rep
     }
     /// Nothing was left behind (kept images do not count: they are kept on purpose).
     pub fn clean(&self) -> bool {
@@ -147,7 +163,8 @@ fn session_id_of<'a>(dir: &'a Path, sessions_root: &Path) -> Result<&'a str, Str
     Ok(id)
 }
 
-/// Destroy the session whose state directory is `state_dir`, from its ledger alone.
+/// Destroy the session whose state directory is `state_dir`, from its ledger alone. A ledger holding a
+/// line this version does not understand is refused (Error::NotUnderstood) before anything is done.
 pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport> {
     check_state_dir(state_dir)?;
     let mut rep = DestroyReport::new(state_dir, opts.dry_run);
@@ -160,9 +177,10 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
     let (ledger, contents) = if ledger_path.is_file() {
         let l = Ledger::open(state_dir)?;
         let c = l.read()?;
+        c.understood(&ledger_path)?;
         (Some(l), c)
     } else {
-        (None, Contents { entries: vec![], skipped_lines: 0 })
+        (None, Contents::default())
     };
     rep.session = contents.owner().map(|o| o.0.to_string());
     rep.skipped_ledger_lines = contents.skipped_lines;

@@ -20,6 +20,9 @@ pub mod exit {
     pub const INCOMPLETE: i32 = 6;
     /// The tool or subcommand is not implemented yet.
     pub const NOT_IMPLEMENTED: i32 = 7;
+    /// A session's ledger holds a whole line this version does not understand (a later format version, an
+    /// entry kind it does not know): the session was left as it is, nothing of it removed.
+    pub const NOT_UNDERSTOOD: i32 = 8;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +47,8 @@ pub enum Error {
     Incomplete(String),
     #[error("{0} is not implemented yet")]
     NotImplemented(String),
+    #[error("{0}")]
+    NotUnderstood(String),
     /// The original failure, and a cleanup that failed after it: both are reported.
     #[error("{cause}; cleanup also failed: {cleanup}")]
     WithCleanup { cause: Box<Error>, cleanup: Box<Error> },
@@ -85,6 +90,7 @@ impl Error {
             Error::CheckFailed(_) => exit::CHECK_FAILED,
             Error::Incomplete(_) => exit::INCOMPLETE,
             Error::NotImplemented(_) => exit::NOT_IMPLEMENTED,
+            Error::NotUnderstood(_) => exit::NOT_UNDERSTOOD,
             Error::WithCleanup { cause, .. } => cause.exit_code(),
         }
     }
@@ -98,6 +104,7 @@ impl Error {
             Error::CheckFailed(_) => "check_failed",
             Error::Incomplete(_) => "incomplete",
             Error::NotImplemented(_) => "not_implemented",
+            Error::NotUnderstood(_) => "not_understood",
             Error::WithCleanup { cause, .. } => cause.kind(),
         }
     }

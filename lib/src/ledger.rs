@@ -1,11 +1,16 @@
 //! The ownership ledger: a session's list of everything it owns, written *before* each resource is
 //! created, so that destroy and the sweep can always find it.
 //!
-//! Format: `<state_dir>/ledger.jsonl`, one JSON object per line. The first line is the owner entry.
-//! Each later line says that a resource is about to be created (`"op":"create"`), has been removed
-//! (`"op":"release"`), or marks a phase of the session's life (`"op":"phase"`). Appends take an exclusive
-//! `flock` and are one `write` of a whole line, so concurrent tools never interleave and a tool killed
-//! mid-write leaves at most one truncated last line, which readers skip and report.
+//! Format: `<state_dir>/ledger.jsonl`, one JSON object per line, each with its format version `v` (absent
+//! in lines of older tools: version 1). The first line is the owner entry. Each later line says that a
+//! resource is about to be created (`"op":"create"`), has been removed (`"op":"release"`), or marks a
+//! phase of the session's life (`"op":"phase"`). Appends take an exclusive `flock` and are one `write` of
+//! a whole line, so concurrent tools never interleave and a tool killed mid-write leaves at most one
+//! truncated line, which readers skip and count.
+//!
+//! A whole line this version does not understand (a later format version, an entry kind it does not know)
+//! may name a resource a newer tool made: readers report it (`Contents::not_understood`), and destroy
+//! refuses such a session rather than leak what it cannot see.
 //!
 //! No `fsync`: what a killed tool wrote is in the page cache and visible to destroy and the sweep at once,
 //! and a machine crash, the only thing `fsync` would guard against, takes every resource a ledger can name
@@ -23,6 +28,8 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "ledger.jsonl";
+/// The ledger line format version this library writes and reads (`v`; a line without it is version 1).
+pub const VERSION: u64 = 1;
 
 /// One thing a session owns.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -58,11 +65,21 @@ pub enum Entry {
 }
 
 /// What a read of the ledger found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Contents {
     pub entries: Vec<Entry>,
-    /// Lines that did not parse (a truncated last line after a crash): skipped, counted.
+    /// Torn lines (a write cut short by a crash): skipped, counted.
     pub skipped_lines: usize,
+    /// Whole lines this version does not understand, in file order.
+    pub not_understood: Vec<NotUnderstood>,
+}
+
+/// A whole ledger line that is no entry of this version.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NotUnderstood {
+    /// 1-based line number in the ledger.
+    pub line: usize,
+    pub why: String,
 }
 
 impl Contents {
@@ -93,6 +110,20 @@ impl Contents {
             Entry::Phase { phase, by, t } => Some((phase.as_str(), by, *t)),
             _ => None,
         })
+    }
+    /// Refuse (exit NOT_UNDERSTOOD) to act on a ledger that holds a line this version does not understand:
+    /// the line may name a resource that acting on the rest would leak or break.
+    pub fn understood(&self, path: &Path) -> Result<()> {
+        match self.not_understood.first() {
+            None => Ok(()),
+            Some(n) => Err(Error::NotUnderstood(format!(
+                "{}: line {}: {} ({} line(s) not understood); the session is left as it is: destroy it with the tools that wrote the line",
+                path.display(),
+                n.line,
+                n.why,
+                self.not_understood.len()
+            ))),
+        }
     }
 }
 
@@ -213,10 +244,49 @@ fn ends_with_newline(f: &File) -> bool {
     f.read_at(&mut b, len - 1).map(|_| b[0] == b'\n').unwrap_or(true)
 }
 
+/// A line as written: the format version first, then the entry.
+#[derive(Serialize)]
+struct Line<'a> {
+    v: u64,
+    #[serde(flatten)]
+    entry: &'a Entry,
+}
+
 fn line_of(e: &Entry) -> String {
-    let mut s = serde_json::to_string(e).expect("ledger entries serialize");
+    let mut s = serde_json::to_string(&Line { v: VERSION, entry: e }).expect("ledger entries serialize");
     s.push('\n');
     s
+}
+
+/// What one line of a ledger is.
+enum Read {
+    Entry(Entry),
+    /// The line ends before its object does: a write cut short (the last line, or one that a later append
+    /// closed by starting on a fresh line).
+    Torn,
+    NotUnderstood(String),
+}
+
+fn read_line(line: &str) -> Read {
+    let v: serde_json::Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) if e.is_eof() => return Read::Torn,
+        Err(e) => return Read::NotUnderstood(format!("not a JSON object: {e}")),
+    };
+    let version = match v.get("v") {
+        None => 1,
+        Some(n) => match n.as_u64() {
+            Some(n) => n,
+            None => return Read::NotUnderstood(format!("format version `v` is {n}, not a number")),
+        },
+    };
+    if version != VERSION {
+        return Read::NotUnderstood(format!("format version {version} (this tool reads version {VERSION}; written by a newer tool?)"));
+    }
+    match serde_json::from_value::<Entry>(v) {
+        Ok(e) => Read::Entry(e),
+        Err(e) => Read::NotUnderstood(format!("not an entry this tool knows: {e}")),
+    }
 }
 
 pub fn read_file(path: &Path) -> Result<Contents> {
@@ -225,15 +295,15 @@ pub fn read_file(path: &Path) -> Result<Contents> {
 }
 
 fn parse(text: &str) -> Contents {
-    let mut entries = Vec::new();
-    let mut skipped_lines = 0;
-    for line in text.split('\n').filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str::<Entry>(line) {
-            Ok(e) => entries.push(e),
-            Err(_) => skipped_lines += 1,
+    let mut c = Contents::default();
+    for (i, line) in text.split('\n').enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        match read_line(line) {
+            Read::Entry(e) => c.entries.push(e),
+            Read::Torn => c.skipped_lines += 1,
+            Read::NotUnderstood(why) => c.not_understood.push(NotUnderstood { line: i + 1, why }),
         }
     }
-    Contents { entries, skipped_lines }
+    c
 }
 
 /// An flock held until drop.
@@ -384,6 +454,62 @@ mod tests {
         l.phase("creating").unwrap();
         l.phase("live").unwrap();
         assert_eq!(l.read().unwrap().last_phase().unwrap().0, "live");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn lines_carry_their_version_and_unversioned_lines_are_version_1() {
+        let dir = tmp();
+        let l = Ledger::create(&dir, "d-5", owner(), None).unwrap();
+        l.create_res(Resource::Link { name: "drums-5".into() }).unwrap();
+        let text = std::fs::read_to_string(l.path()).unwrap();
+        for line in text.lines() {
+            assert!(line.starts_with(r#"{"v":1,"op":"#), "{line}");
+        }
+        // What the tools before the version wrote.
+        let mut f = OpenOptions::new().append(true).open(l.path()).unwrap();
+        f.write_all(b"{\"op\":\"create\",\"t\":2.0,\"res\":{\"kind\":\"mount\",\"path\":\"/old\"}}\n").unwrap();
+        let c = l.read().unwrap();
+        assert_eq!(c.live(), vec![Resource::Link { name: "drums-5".into() }, Resource::Mount { path: "/old".into() }]);
+        assert!(c.not_understood.is_empty() && c.skipped_lines == 0, "{c:?}");
+        assert!(c.understood(&l.path()).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn whole_lines_not_understood_are_reported_not_skipped() {
+        for (line, why) in [
+            (r#"{"v":2,"op":"create","t":2.0,"res":{"kind":"mount","path":"/new"}}"#, "format version 2"),
+            (r#"{"v":1,"op":"lease","t":2.0,"res":{"kind":"mount","path":"/new"}}"#, "not an entry this tool knows"),
+            (r#"{"op":"create","t":2.0,"res":{"kind":"volume","name":"v0"}}"#, "not an entry this tool knows"),
+            (r#"{"v":"one","op":"phase"}"#, "not a number"),
+            (r#"{"op":"create"}}"#, "not a JSON object"),
+        ] {
+            let dir = tmp();
+            let l = Ledger::create(&dir, "d-6", owner(), None).unwrap();
+            let mut f = OpenOptions::new().append(true).open(l.path()).unwrap();
+            f.write_all(format!("{line}\n").as_bytes()).unwrap();
+            let c = l.read().unwrap();
+            assert_eq!(c.skipped_lines, 0, "{line}");
+            assert_eq!(c.not_understood.len(), 1, "{line}");
+            assert_eq!(c.not_understood[0].line, 2, "{line}");
+            assert!(c.not_understood[0].why.contains(why), "{line}: {}", c.not_understood[0].why);
+            let e = c.understood(&l.path()).unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::exit::NOT_UNDERSTOOD, "{line}");
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_torn_line_closed_by_a_later_append_is_still_torn() {
+        let dir = tmp();
+        let l = Ledger::create(&dir, "d-7", owner(), None).unwrap();
+        let mut f = OpenOptions::new().append(true).open(l.path()).unwrap();
+        f.write_all(br#"{"v":1,"op":"create","t":1.0,"res":{"kind":"link","na"#).unwrap();
+        l.create_res(Resource::Link { name: "drums-7".into() }).unwrap();
+        let c = l.read().unwrap();
+        assert_eq!((c.skipped_lines, c.not_understood.len()), (1, 0), "{c:?}");
+        assert_eq!(c.live(), vec![Resource::Link { name: "drums-7".into() }]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -49,6 +49,9 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
         desktop: None,
         ready: None,
         pool: None,
+        cgroup: None,
+        restore: None,
+        reseed: None,
         extra: Default::default(),
     })
 }

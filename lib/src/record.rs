@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The record format version. A record whose `drums` member differs is refused.
 pub const VERSION: u32 = 1;
@@ -188,7 +188,90 @@ pub struct Session {
     /// A warm pool's sibling: parked, or taken (drums-pool(1)).
     #[serde(default)]
     pub pool: Option<crate::pool::Section>,
+    /// The session's own cgroups (drums-cgroup, drums-restore); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<crate::cgroup::Section>,
+    /// What a restored sibling was restored from (drums-restore); absent: a cold session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<Restore>,
+    /// What drums-reseed changed to make a restored sibling unique; absent: not reseeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reseed: Option<Reseed>,
     /// Members written by stages this version does not know, kept as they are.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Timings of one restore, seconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RestoreTimes {
+    pub ledger_s: f64,
+    pub overlay_s: f64,
+    pub cgroup_s: f64,
+    pub criu_s: f64,
+    pub network_s: f64,
+    pub total_s: f64,
+}
+
+/// The `restore` section of a restored sibling.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Restore {
+    /// The checkpoint's id: drums-reseed and drums-audit load its record.
+    pub checkpoint: String,
+    /// `$DRUMS_CHECKPOINT_DIR/<checkpoint>`; absent in hand-made records, which name the id alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// The checkpoint was declared clean.
+    pub clean: bool,
+    pub ksm: bool,
+    pub times: RestoreTimes,
+    pub criu_options: Vec<String>,
+    /// Members of later versions, kept as they are.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Who erased a sibling's browser state.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClearedAt {
+    /// drums-ckpt, just before the dump (the checkpoint's `browser_erased`).
+    Dump,
+    /// The sibling's drums-reseed.
+    Reseed,
+}
+
+/// What drums-reseed did in the browser.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct BrowserReseed {
+    /// Whether the checkpoint was declared clean (only then is browser state erased).
+    pub clean: bool,
+    pub cookies_cleared: bool,
+    pub storage_cleared: bool,
+    /// Null: state kept.
+    pub cleared_at: Option<ClearedAt>,
+    /// The page was navigated to its own URL, which moves it into a renderer forked after the restore.
+    pub renderer_renewed: bool,
+    pub note: Option<String>,
+    pub seconds: f64,
+}
+
+/// The `reseed` section of a restored sibling.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Reseed {
+    pub hostname: String,
+    pub machine_id: String,
+    /// Wipe-on-fork ranges zeroed, and in how many processes.
+    pub wiped_ranges: usize,
+    pub wiped_processes: usize,
+    /// Processes sent SIGUSR1 to reseed (those that catch it: the guest, Python with the Drums hook).
+    pub signalled: Vec<String>,
+    pub browser: Option<BrowserReseed>,
+    /// Seconds per step, by `<step>_s`.
+    pub times: std::collections::BTreeMap<String, f64>,
+    pub total_s: f64,
+    pub at: f64,
+    /// Members of later versions, kept as they are.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -383,21 +466,12 @@ pub fn from_value<T: DeserializeOwned>(v: Value) -> Result<T> {
     })
 }
 
-/// The checkpoint id a section names in `member` (`restore.checkpoint`), checked.
-fn checkpoint_id_member<'a>(section: &'a Value, field: &str) -> Result<&'a str> {
-    let member = field.rsplit('.').next().unwrap_or(field);
-    let id = section.get(member).and_then(Value::as_str).ok_or_else(|| Error::bad_field(field, "missing or not a string"))?;
-    crate::state::check_checkpoint_id(id).map_err(|m| Error::bad_field(field, m))?;
-    Ok(id)
-}
-
 /// The `cgroup` section: every path must be this session's own directory, `<a cgroup mount of this
 /// machine>/drums/<id>` in a hierarchy of that key (a v1 controller the mount carries, or v2's
 /// `unified`), and every `proc_paths` entry that cgroup as /proc/PID/cgroup names it (`<the mount's
 /// root>/drums/<id>`): CRIU gets them on its command line (`--cgroup-root`, `--freeze-cgroup`).
-fn validate_cgroup(id: &str, v: &Value) -> Result<()> {
-    use crate::cgroup::{Section, Version, PARENT};
-    let sec: Section = serde_json::from_value(v.clone()).map_err(|e| Error::bad_field("cgroup", format!("does not fit the cgroup section: {e}")))?;
+fn validate_cgroup(id: &str, sec: &crate::cgroup::Section) -> Result<()> {
+    use crate::cgroup::{Version, PARENT};
     let mounts = crate::cgroup::detect::mounts()?;
     let of_key = |k: &str| -> Vec<&crate::cgroup::detect::Mount> {
         match sec.version {
@@ -608,19 +682,17 @@ impl Session {
         self.validate_sections()
     }
 
-    /// The sections other tools read without a type of their own here: `cgroup` (drums-cgroup; its paths
-    /// reach mkdir, rmdir, writes and CRIU's command line), `restore` (drums-reseed loads the checkpoint it
-    /// names).
+    /// The sections whose paths and ids reach the tools: `cgroup` (mkdir, rmdir, writes and CRIU's command
+    /// line), `restore` (drums-reseed loads the checkpoint it names), `pool` (drums-pool's spool).
     fn validate_sections(&self) -> Result<()> {
-        if let Some(cg) = self.section(crate::cgroup::SECTION) {
+        if let Some(cg) = &self.cgroup {
             validate_cgroup(&self.id, cg)?;
         }
-        if let Some(r) = self.section("restore") {
-            let id = checkpoint_id_member(r, "restore.checkpoint")?;
-            match r.get("checkpoint_dir") {
-                None | Some(Value::Null) => {}
-                Some(Value::String(d)) if Path::new(d) == crate::state::checkpoint_root().join(id) => {}
-                Some(other) => return Err(Error::bad_field("restore.checkpoint_dir", format!("{other} is not {} (where checkpoint {id} lives)", crate::state::checkpoint_root().join(id).display()))),
+        if let Some(r) = &self.restore {
+            crate::state::check_checkpoint_id(&r.checkpoint).map_err(|m| Error::bad_field("restore.checkpoint", m))?;
+            let want = crate::state::checkpoint_root().join(&r.checkpoint);
+            if let Some(d) = r.checkpoint_dir.as_ref().filter(|d| **d != want) {
+                return Err(Error::bad_field("restore.checkpoint_dir", format!("{} is not {} (where checkpoint {} lives)", d.display(), want.display(), r.checkpoint)));
             }
         }
         if let Some(p) = &self.pool {
@@ -632,9 +704,6 @@ impl Session {
     /// A section written by a stage this library does not type, or null.
     pub fn section(&self, name: &str) -> Option<&Value> {
         self.extra.get(name).filter(|v| !v.is_null())
-    }
-    pub fn set_section(&mut self, name: &str, v: impl Serialize) {
-        self.extra.insert(name.to_string(), serde_json::to_value(v).expect("sections serialize"));
     }
 
     pub fn ns(&self) -> Result<&Namespaces> {
@@ -654,6 +723,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn minimal(id: &str) -> String {
         format!(
@@ -668,6 +738,28 @@ mod tests {
         assert_eq!(s.id, "d-abc123");
         let out = serde_json::to_value(&s).unwrap();
         assert_eq!(out["future_member"]["x"], 1);
+    }
+
+    #[test]
+    fn typed_sections_read_back_and_write_the_same_json() {
+        let restore = json!({"checkpoint": "c-0123456789ab", "checkpoint_dir": crate::state::checkpoint_root().join("c-0123456789ab"), "clean": true, "ksm": false,
+            "times": {"ledger_s": 0.1, "overlay_s": 0.2, "cgroup_s": 0.3, "criu_s": 0.4, "network_s": 0.5, "total_s": 1.5}, "criu_options": ["--manage-cgroups=ignore"], "later": [1]});
+        let reseed = json!({"hostname": "h", "machine_id": "0123456789abcdef0123456789abcdef", "wiped_ranges": 2, "wiped_processes": 1, "signalled": ["7 guest"],
+            "browser": {"clean": true, "cookies_cleared": true, "storage_cleared": true, "cleared_at": "dump", "renderer_renewed": true, "note": null, "seconds": 0.25},
+            "times": {"hostname_s": 0.001}, "total_s": 0.3, "at": 1.25});
+        let mut v: Value = serde_json::from_str(&minimal("d-abc123")).unwrap();
+        v["restore"] = restore.clone();
+        v["reseed"] = reseed.clone();
+        let s = Session::parse(&v.to_string()).unwrap();
+        assert_eq!(s.restore.as_ref().unwrap().checkpoint, "c-0123456789ab");
+        assert_eq!(s.reseed.as_ref().unwrap().browser.as_ref().unwrap().cleared_at, Some(ClearedAt::Dump));
+        assert!(s.cgroup.is_none() && !s.extra.contains_key("restore"));
+        let out = serde_json::to_value(&s).unwrap();
+        assert_eq!((&out["restore"], &out["reseed"]), (&restore, &reseed), "the same members and values, unknown ones kept");
+        assert!(out.get("cgroup").is_none(), "no section, no member: {out}");
+        // A section missing a member is refused with its path.
+        v["restore"].as_object_mut().unwrap().remove("times");
+        assert_eq!(field_of(&v.to_string()), "restore.times");
     }
 
     #[test]

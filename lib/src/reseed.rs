@@ -5,10 +5,9 @@
 
 use crate::cdp::Cdp;
 use crate::error::{Error, IoContext, Result};
-use crate::record::Session;
-use serde::Serialize;
+use crate::record::{BrowserReseed, ClearedAt, Reseed, Session};
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -18,36 +17,6 @@ pub struct ReseedOptions {
     pub hostname: Option<String>,
     /// Reseed the browser (clear state and renew the renderer for a clean checkpoint).
     pub browser: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Default)]
-pub struct BrowserReseed {
-    /// Whether the checkpoint was declared clean (only then is browser state erased).
-    pub clean: bool,
-    pub cookies_cleared: bool,
-    pub storage_cleared: bool,
-    /// Who erased cookies and storage: `dump` (drums-ckpt, before the dump: the checkpoint record's
-    /// `browser_erased`), `reseed` (this sibling's drums-reseed), null when kept.
-    pub cleared_at: Option<&'static str>,
-    /// The page was navigated to its own URL, which moves it into a renderer forked after the restore.
-    pub renderer_renewed: bool,
-    pub note: Option<String>,
-    pub seconds: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ReseedSection {
-    pub hostname: String,
-    pub machine_id: String,
-    /// Wipe-on-fork ranges zeroed, and in how many processes.
-    pub wiped_ranges: usize,
-    pub wiped_processes: usize,
-    /// Processes sent SIGUSR1 to reseed (those that catch it: the guest, Python with the Drums hook).
-    pub signalled: Vec<String>,
-    pub browser: Option<BrowserReseed>,
-    pub times: HashMap<String, f64>,
-    pub total_s: f64,
-    pub at: f64,
 }
 
 fn set_hostname_in(init_pid: i32, name: &str) -> Result<()> {
@@ -68,12 +37,11 @@ fn is_reseedable(pid: i32) -> bool {
 
 pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
     let t0 = Instant::now();
-    let mut times = HashMap::new();
+    let mut times = BTreeMap::new();
     let ns = s.ns()?.clone();
     // The checkpoint's record first: like the session's, it is checked before anything is done.
-    let restore = s.section("restore").cloned();
-    let checkpoint = match restore.as_ref().and_then(|r| r["checkpoint"].as_str()) {
-        Some(id) => Some(crate::ckpt::load(id)?),
+    let checkpoint = match &s.restore {
+        Some(r) => Some(crate::ckpt::load(&r.checkpoint)?),
         None => None,
     };
     if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
@@ -159,20 +127,18 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
     if let Some(n) = s.ns.as_mut() {
         n.hostname = hostname.clone();
     }
-    s.set_section(
-        "reseed",
-        ReseedSection {
-            hostname,
-            machine_id,
-            wiped_ranges,
-            wiped_processes: wiped.len(),
-            signalled,
-            browser,
-            times,
-            total_s: t0.elapsed().as_secs_f64(),
-            at: crate::state::now(),
-        },
-    );
+    s.reseed = Some(Reseed {
+        hostname,
+        machine_id,
+        wiped_ranges,
+        wiped_processes: wiped.len(),
+        signalled,
+        browser,
+        times,
+        total_s: t0.elapsed().as_secs_f64(),
+        at: crate::state::now(),
+        extra: Default::default(),
+    });
     Ok(())
 }
 
@@ -226,13 +192,13 @@ pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool, erased_a
     (b.cookies_cleared, b.storage_cleared, b.cleared_at) = match erased_at_dump {
         Some(e) => {
             cdp.reply(enable, "Page.enable")?;
-            (e.cookies_cleared, e.storage_cleared, Some("dump"))
+            (e.cookies_cleared, e.storage_cleared, Some(ClearedAt::Dump))
         }
         None => {
             let clearing = start_clearing(&mut cdp, &page)?;
             cdp.reply(enable, "Page.enable")?;
             let (cookies, storage) = finish_clearing(&mut cdp, clearing)?;
-            (cookies, storage, Some("reseed"))
+            (cookies, storage, Some(ClearedAt::Reseed))
         }
     };
     let nav = match nav {

@@ -6,8 +6,7 @@
 
 use crate::error::{Error, IoContext, Result};
 use crate::ledger::{Ledger, Resource};
-use crate::record::{Checkpoint, Namespaces, Session};
-use serde::Serialize;
+use crate::record::{Checkpoint, Namespaces, Restore, RestoreTimes, Session};
 use std::os::unix::process::CommandExt;
 use std::time::Instant;
 
@@ -18,28 +17,6 @@ pub struct RestoreOptions {
     pub limits: Option<crate::cgroup::Limits>,
     /// Mark every restored process mergeable by KSM (PR_SET_MEMORY_MERGE); opt-in.
     pub ksm: bool,
-}
-
-/// Timings of one restore, seconds.
-#[derive(Debug, Clone, Serialize)]
-pub struct RestoreTimes {
-    pub ledger_s: f64,
-    pub overlay_s: f64,
-    pub cgroup_s: f64,
-    pub criu_s: f64,
-    pub network_s: f64,
-    pub total_s: f64,
-}
-
-/// The `restore` section of a restored session.
-#[derive(Debug, Clone, Serialize)]
-pub struct RestoreSection {
-    pub checkpoint: String,
-    pub checkpoint_dir: std::path::PathBuf,
-    pub clean: bool,
-    pub ksm: bool,
-    pub times: RestoreTimes,
-    pub criu_options: Vec<String>,
 }
 
 /// The key under which drums-ckpt leaves the session's network namespace out of the images
@@ -88,6 +65,9 @@ pub fn restore_one(c: &Checkpoint, o: &RestoreOptions) -> Result<Session> {
         desktop: None,
         ready: None,
         pool: None,
+        cgroup: None,
+        restore: None,
+        reseed: None,
         extra: Default::default(),
     };
     let ledger_s = t0.elapsed().as_secs_f64();
@@ -154,7 +134,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     opts.extend(["--root".to_string(), merged.display().to_string()]);
     // Always: without a section this says --manage-cgroups=ignore, else CRIU would put a sibling of a
     // source that had cgroups back into (and recreate) the source's cgroups.
-    opts.extend(crate::cgroup::criu_restore_args(s.section("cgroup").unwrap_or(&serde_json::Value::Null)));
+    opts.extend(crate::cgroup::criu_restore_args(s.cgroup.as_ref()));
     opts.extend(["--inherit-fd".to_string(), format!("fd[{NETNS_FD}]:{EXTERNAL_NET}")]);
     let mut cmd = crate::criu::command();
     cmd.arg("restore").arg("-D").arg(&c.images).arg("-W").arg(&s.state_dir).arg("-o").arg("restore.log").arg("--pidfile").arg(&pidfile).args(&opts);
@@ -236,17 +216,15 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
         crate::cgroup::enter_all(s)?;
     }
     let _ = std::fs::remove_file(&pidfile);
-    s.set_section(
-        "restore",
-        RestoreSection {
-            checkpoint: c.id.clone(),
-            checkpoint_dir: c.dir.clone(),
-            clean: c.clean,
-            ksm: o.ksm,
-            times: RestoreTimes { ledger_s, overlay_s, cgroup_s, criu_s, network_s, total_s: t0.elapsed().as_secs_f64() },
-            criu_options: opts,
-        },
-    );
+    s.restore = Some(Restore {
+        checkpoint: c.id.clone(),
+        checkpoint_dir: Some(c.dir.clone()),
+        clean: c.clean,
+        ksm: o.ksm,
+        times: RestoreTimes { ledger_s, overlay_s, cgroup_s, criu_s, network_s, total_s: t0.elapsed().as_secs_f64() },
+        criu_options: opts,
+        extra: Default::default(),
+    });
     Ok(())
 }
 

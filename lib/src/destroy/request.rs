@@ -23,7 +23,8 @@ pub struct Request {
 
 /// Carry out `r`: every named directory and id is checked before any is acted on (exit 3 means nothing
 /// was touched), then each session is destroyed, or, with none named, orphans are swept. Fails with
-/// CheckFailed (exit 1) when something was left behind (dry run: when something would be removed).
+/// CheckFailed (exit 1) when something was left behind (dry run: when something would be removed), and
+/// with NotUnderstood (exit 8, which wins) when a session's ledger holds a line this version cannot read.
 pub fn run(r: &Request) -> Result<()> {
     for d in &r.state_dirs {
         super::check_state_dir(d).map_err(|e| prefixed(e, "--state-dir: "))?;
@@ -44,6 +45,9 @@ pub fn run(r: &Request) -> Result<()> {
     if dirs.is_empty() {
         let rep = sweep::sweep(&sweep::SweepOptions { destroy: r.destroy.clone(), older_than: r.older_than, ttl: r.ttl })?;
         crate::cli::emit(&rep)?;
+        if rep.refused > 0 {
+            return Err(Error::NotUnderstood(format!("{} orphan(s) refused: their ledgers hold lines this version does not understand (see the report)", rep.refused)));
+        }
         if rep.left > 0 {
             let what = if dry_run { "would be removed" } else { "could not be removed (see the report)" };
             return Err(Error::CheckFailed(format!("{} thing(s) {what}", rep.left)));
@@ -52,15 +56,27 @@ pub fn run(r: &Request) -> Result<()> {
     }
     let _lock = sweep::lock(false, !dry_run)?;
     let mut left = 0;
+    let mut refused = None;
     for (i, d) in dirs.iter().enumerate() {
         crate::cli::progress("drums-sweep", &format!("destroying {}/{}: {}", i + 1, dirs.len(), d.display()));
         let rep = super::destroy(d, &r.destroy);
         crate::cli::progress_done();
-        let rep = rep?;
+        let rep = match rep {
+            // A session this version cannot read whole is reported and kept; the others are still destroyed.
+            Err(e @ Error::NotUnderstood(_)) => {
+                crate::cli::emit(&super::DestroyReport::refused(d, &e))?;
+                refused.get_or_insert(e);
+                continue;
+            }
+            r => r?,
+        };
         if !rep.clean() || (dry_run && !rep.planned.is_empty()) {
             left += 1;
         }
         crate::cli::emit(&rep)?;
+    }
+    if let Some(e) = refused {
+        return Err(e);
     }
     if left > 0 {
         let what = if dry_run { "would be destroyed" } else { "left something behind (see the report)" };

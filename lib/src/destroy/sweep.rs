@@ -87,7 +87,8 @@ pub struct SweepOptions {
 pub struct Verdict {
     pub state_dir: PathBuf,
     pub session: Option<String>,
-    /// `orphan` (destroyed) or `kept`.
+    /// `orphan` (destroyed), `kept`, or `refused` (an orphan whose ledger holds a line this version does
+    /// not understand: nothing of it removed).
     pub verdict: &'static str,
     pub reason: String,
 }
@@ -131,6 +132,8 @@ pub struct SweepReport {
     pub unledgered: Unledgered,
     /// How many things are still there that the sweep wanted gone (with --dry-run: would remove).
     pub left: usize,
+    /// How many orphans were refused (verdict `refused`); drums-sweep then exits NOT_UNDERSTOOD.
+    pub refused: usize,
     /// The session firewall, checked (and put back if it was changed) while any session remains, so that
     /// live sessions do not stay unprotected until the next one is made: `verified`, `no sessions`,
     /// `not checked (dry run)`, or why it could not be (then counted in `left`).
@@ -152,6 +155,7 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
         destroyed: vec![],
         unledgered: Unledgered::default(),
         left: 0,
+        refused: 0,
         firewall: String::new(),
     };
     for dir in session_dirs() {
@@ -170,6 +174,12 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
                         rep.left += if dry { d.planned.len() } else { d.left.len().max(1) };
                     }
                     rep.destroyed.push(d);
+                }
+                Err(e @ Error::NotUnderstood(_)) => {
+                    rep.refused += 1;
+                    let v = rep.sessions.last_mut().expect("pushed above");
+                    v.verdict = "refused";
+                    v.reason = format!("{}; not destroyed: {e}", v.reason);
                 }
                 Err(e) => {
                     rep.left += 1;
@@ -311,6 +321,8 @@ struct Claimed {
     /// Live processes holding a session in a creating or restoring phase: what they are making (CRIU's
     /// restored tree, an init before it is ledgered) is theirs.
     creators: BTreeSet<i32>,
+    /// Ledgers holding lines this version does not understand: those lines may claim any object.
+    not_understood: Vec<PathBuf>,
 }
 
 fn claimed() -> Claimed {
@@ -322,6 +334,9 @@ fn claimed() -> Claimed {
             k.ids.insert(n.to_string());
         }
         let Ok(c) = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)) else { continue };
+        if !c.not_understood.is_empty() {
+            k.not_understood.push(dir.join(crate::ledger::FILE_NAME));
+        }
         if let Some((id, ..)) = c.owner() {
             k.ids.insert(id.to_string());
         }
@@ -518,6 +533,11 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         out.found.push(lo.clone());
         if age < grace {
             lo.note.push_str(&format!("; unledgered for {age:.0} s, less than the grace period"));
+            out.waiting.push(lo);
+            continue;
+        }
+        if let Some(l) = k.not_understood.first() {
+            lo.note.push_str(&format!("; left: {} holds a line this sweep does not understand, which may claim it", l.display()));
             out.waiting.push(lo);
             continue;
         }
