@@ -21,24 +21,23 @@ pub enum Cmd {
         #[arg(long = "checkpoint", value_name = "ID")]
         checkpoints: Vec<String>,
         /// Parked siblings to keep in each pool.
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, value_name = "N", default_value_t = 4)]
         depth: usize,
         /// Keep the depth until stopped (SIGTERM or SIGINT: a sibling not yet parked is destroyed), looking
         /// again every SECONDS.
         #[arg(long = "loop", value_name = "SECONDS")]
         every: Option<f64>,
         /// Count ceiling: make at most N siblings per pool in this run, then stop that pool.
-        #[arg(long)]
+        #[arg(long, value_name = "N")]
         count: Option<u64>,
         /// Count ceiling: restore nothing while the machine has N or more Drums sessions (directories under
         /// $DRUMS_STATE_DIR/sessions: parked, taken or other).
-        #[arg(long, default_value_t = 32)]
+        #[arg(long, value_name = "N", default_value_t = 32)]
         max_sessions: usize,
-        /// Memory ceiling: restore nothing while MemAvailable in /proc/meminfo is below SIZE (bytes, or with
-        /// K, M, G, T).
+        /// Memory ceiling: restore nothing while MemAvailable in /proc/meminfo is below SIZE.
         ///
         /// The size is read as drums(7), "Sizes and durations", says.
-        #[arg(long, default_value = "2G", value_parser = cli::parse_bytes)]
+        #[arg(long, value_name = "SIZE", default_value = "2G", value_parser = cli::parse_bytes)]
         min_available: u64,
         /// Destroy parked siblings older than this (seconds).
         #[arg(long, value_name = "SECONDS")]
@@ -58,7 +57,7 @@ pub enum Cmd {
         /// Size limit of each sibling's writable tmpfs, as drums-restore --size.
         ///
         /// The size is read as drums(7), "Sizes and durations", says.
-        #[arg(long, default_value = "1G", value_parser = cli::parse_bytes)]
+        #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = cli::parse_bytes)]
         size: u64,
         /// File of checkpoint records (default: stdin).
         input: Option<PathBuf>,
