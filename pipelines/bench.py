@@ -25,7 +25,7 @@ Usage: pipelines/bench.py [--starts 20] [--arms cold,restore,restore_raw] [--mem
 import argparse, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, summary, used_mib  # noqa: E402
+from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, summary, used_mib, write_result  # noqa: E402
 
 NO_CGROUP_ENV = dict(ENV, DRUMS_CGROUP_ARGS="none")
 
@@ -162,10 +162,7 @@ def main():
     finally:
         if ckpt:
             remove_checkpoint(json.loads(ckpt))
-    text = json.dumps(result, indent=1)
-    if a.out:
-        open(a.out, "w").write(text + "\n")
-    print(text)
+    write_result(result, a.out)
 
 
 if __name__ == "__main__":

@@ -179,3 +179,11 @@ def fresh_checkpoint():
     except Exception:
         destroy(src)
         raise
+
+
+def write_result(result, out=None):
+    """A benchmark's result: indented JSON on stdout, and in the file `out` when one is given."""
+    text = json.dumps(result, indent=1)
+    if out:
+        open(out, "w").write(text + "\n")
+    print(text)

@@ -29,7 +29,7 @@ answering, something left after the teardown); the JSON says which.
 import argparse, json, os, random, resource, statistics, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import (HERE, bench_lock, destroy, fresh_checkpoint, guest_answers, host_resources, meminfo_kib, pss_by_pidns, remove_checkpoint, restore_ready,  # noqa: E402
+from benchlib import (HERE, bench_lock, destroy, write_result, fresh_checkpoint, guest_answers, host_resources, meminfo_kib, pss_by_pidns, remove_checkpoint, restore_ready,  # noqa: E402
                       session_cpu_s, session_pss_mib, sh, slope, summary, used_mib)
 
 COUNTED = ("mounts", "drums_links", "drums_cgroups", "state_entries")
@@ -248,10 +248,7 @@ def main():
     finally:
         remove_checkpoint(json.loads(ckpt))
     result["checks_passed"] = not failed
-    text = json.dumps(result, indent=1)
-    if a.out:
-        open(a.out, "w").write(text + "\n")
-    print(text)
+    write_result(result, a.out)
     sys.exit(1 if failed else 0)
 
 

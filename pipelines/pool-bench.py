@@ -26,7 +26,7 @@ Usage: pipelines/pool-bench.py [--takes 20] [--depth 4] [--mem-siblings 4] [--no
 import argparse, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, used_mib  # noqa: E402
+from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, used_mib, write_result  # noqa: E402
 from benchlib import summary as summary3  # noqa: E402
 
 
@@ -194,10 +194,7 @@ def main():
     finally:
         pool.drain()
         remove_checkpoint(c)
-    text = json.dumps(result, indent=1)
-    if a.out:
-        open(a.out, "w").write(text + "\n")
-    print(text)
+    write_result(result, a.out)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ Usage: pipelines/soak.py --cycles 1000 [--sample-every 50] [--warmup 50] [--out 
 import argparse, json, os, statistics, sys, threading, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import bench_lock, fresh_checkpoint, guest_answers, host_resources, remove_checkpoint, restore_ready, sh  # noqa: E402
+from benchlib import bench_lock, fresh_checkpoint, guest_answers, host_resources, remove_checkpoint, restore_ready, sh, write_result  # noqa: E402
 
 COUNTED = ("mounts", "drums_links", "drums_cgroups", "state_entries")
 
@@ -162,10 +162,7 @@ def main():
         result["lost"] = lost
     ok = not growth and not failures and not lost and cycles_done == a.cycles
     result["passed"] = ok
-    text = json.dumps(result, indent=1)
-    if a.out:
-        open(a.out, "w").write(text + "\n")
-    print(text)
+    write_result(result, a.out)
     sys.exit(0 if ok else 1)
 
 

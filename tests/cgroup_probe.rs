@@ -140,28 +140,13 @@ fn spawn_session(state_root: &str, script: &str) {
                 .create_res(Resource::Process { pid: init, start_time: init_start, role: "init".into(), init: true })
                 .unwrap_or_else(|e| die(&e.to_string()));
             let s = Session {
-                drums: drums::record::VERSION,
-                kind: "session".into(),
-                id: id.clone(),
-                state_dir,
-                created_at: drums::state::now(),
-                owner,
-                ttl_s: Some(3600),
-                overlay: None,
                 ns: Some(Namespaces {
                     init_pid: init,
                     init_start_time: init_start,
-                    hostname: id,
+                    hostname: id.clone(),
                     inodes: NsInodes { pid: ino("pid"), mnt: ino("mnt"), net: ino("net"), ipc: ino("ipc"), uts: ino("uts") },
                 }),
-                net: None,
-                desktop: None,
-                ready: None,
-                pool: None,
-                cgroup: None,
-                restore: None,
-                reseed: None,
-                extra: Default::default(),
+                ..Session::new(id, state_dir, owner, Some(3600))
             };
             println!("{}", serde_json::to_string(&s).unwrap());
         }

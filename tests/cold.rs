@@ -61,8 +61,11 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
     let (code, _) = inside(&id, &format!("grep -q drums-tests /proc/{me}/cmdline 2>/dev/null"));
     assert_ne!(code, 0, "the test process (host pid {me}) must be invisible inside");
     // The session's own /dev, /run and /var/lib/drums: nothing of the host's shows there.
-    let (_, run) = inside(&id, "ls -A /run /var/lib/drums | grep -v ':$' | grep -c . || true");
+    // /run/user/UID/bus is the session's own (drums-desktop links its bus there, where OSWorld's tasks name it).
+    let (_, run) = inside(&id, "ls -A /run /var/lib/drums | grep -v ':$' | grep -vx user | grep -c . || true");
     assert_eq!(run, "0", "the host's /run or Drums' checkpoints show inside");
+    let (_, user_run) = inside(&id, "find /run/user -mindepth 1 -printf '%P %y\\n' | sort | tr '\\n' ' '");
+    assert_eq!(user_run, "1000 d 1000/bus l", "/run/user holds only the desktop user's bus link");
     let (_, devs) = inside(&id, "ls /dev | tr '\\n' ' '");
     assert_eq!(devs, "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero", "the session's /dev");
     // Xvfb without MIT-SHM by default (drums-desktop(1)), and the record says so.

@@ -35,25 +35,7 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
     let ledger = Ledger::create(&dir, &id, owner.clone(), opts.ttl_s)?;
     ledger.phase("creating")?;
     let overlay = mount_root(&ledger, &dir, &Lowers { layers: &opts.layers, mapped: None, runtime: &runtime, image: &image }, opts.tmpfs_bytes, OWN_DIRS, &[])?;
-    Ok(Session {
-        drums: crate::record::VERSION,
-        kind: crate::record::SESSION.into(),
-        id,
-        state_dir: dir,
-        created_at: crate::state::now(),
-        owner,
-        ttl_s: opts.ttl_s,
-        overlay: Some(overlay),
-        ns: None,
-        net: None,
-        desktop: None,
-        ready: None,
-        pool: None,
-        cgroup: None,
-        restore: None,
-        reseed: None,
-        extra: Default::default(),
-    })
+    Ok(Session { overlay: Some(overlay), ..Session::new(id, dir, owner, opts.ttl_s) })
 }
 
 /// Directories of a new session's root that show nothing of the layers below (overlayfs "opaque"

@@ -626,6 +626,30 @@ impl Desktop {
 }
 
 impl Session {
+    /// A session record with only what every stage has from its start: the sections are filled in by
+    /// the stages that make them.
+    pub fn new(id: String, state_dir: PathBuf, owner: Owner, ttl_s: Option<u64>) -> Session {
+        Session {
+            drums: VERSION,
+            kind: SESSION.into(),
+            id,
+            state_dir,
+            created_at: crate::state::now(),
+            owner,
+            ttl_s,
+            overlay: None,
+            ns: None,
+            net: None,
+            desktop: None,
+            ready: None,
+            pool: None,
+            cgroup: None,
+            restore: None,
+            reseed: None,
+            extra: Default::default(),
+        }
+    }
+
     pub fn parse(line: &str) -> Result<Session> {
         let s: Session = from_value(parse_line(line, SESSION)?)?;
         s.validate()?;

@@ -51,25 +51,7 @@ pub fn restore_one(c: &Checkpoint, o: &RestoreOptions) -> Result<Session> {
     let owner = crate::proc::session_owner()?;
     let ledger = Ledger::create(&dir, &id, owner.clone(), o.ttl_s)?;
     ledger.phase("restoring")?;
-    let mut s = Session {
-        drums: crate::record::VERSION,
-        kind: crate::record::SESSION.into(),
-        id,
-        state_dir: dir.clone(),
-        created_at: crate::state::now(),
-        owner,
-        ttl_s: o.ttl_s,
-        overlay: None,
-        ns: None,
-        net: None,
-        desktop: None,
-        ready: None,
-        pool: None,
-        cgroup: None,
-        restore: None,
-        reseed: None,
-        extra: Default::default(),
-    };
+    let mut s = Session::new(id, dir.clone(), owner, o.ttl_s);
     let ledger_s = t0.elapsed().as_secs_f64();
     match build(&mut s, &ledger, c, o, t0, ledger_s) {
         Ok(()) => {
