@@ -275,9 +275,9 @@ fn warm_pool() {
         let r: drums::Session = serde_json::from_str(std::fs::read_to_string(&f).unwrap().trim()).unwrap();
         assert!(r.ready.as_ref().is_some_and(|x| x.ready), "{f:?}");
         assert!(r.reseed.as_ref().is_some_and(|x| x.total_s > 0.0), "parked before its reseed: {f:?}");
-        // The pool section is the warm pool's, not typed here.
-        assert_eq!(r.extra["pool"]["frozen"], true);
-        assert!(r.extra["pool"]["parked_at"].as_f64().unwrap() > 0.0);
+        let pool = r.pool.as_ref().expect("a parked sibling's pool section");
+        assert!(pool.frozen, "{f:?}");
+        assert!(pool.parked_at > 0.0, "{f:?}");
         assert_eq!(freezer_state(&r), "FROZEN");
         assert_eq!(last_phase(&r.id).unwrap().0, "parked");
     }
@@ -317,10 +317,10 @@ fn warm_pool() {
         let ready = s.ready.as_ref().expect("a checked sibling");
         assert!(ready.ready, "{ready:?}");
         assert_eq!(s.owner.pid, me(), "the taker is the new owner");
-        assert_eq!(s.extra["pool"]["taker"]["pid"], me());
+        assert_eq!(s.pool.as_ref().and_then(|p| p.taker.as_ref()).map(|t| t.pid as i64), Some(me() as i64));
         assert_eq!(freezer_state(&s), "THAWED");
         assert_eq!(last_phase(&s.id).unwrap(), ("taken".to_string(), me()));
-        eprintln!("take: {:.3} s", ready.checked_at - s.extra["pool"]["take_started_at"].as_f64().unwrap());
+        eprintln!("take: {:.3} s", ready.checked_at - s.pool.as_ref().and_then(|p| p.take_started_at).unwrap());
     }
     assert!(files(&spool.join("ready")).is_empty());
     assert_eq!(files(&spool.join("taken")).len(), 4);
