@@ -209,6 +209,8 @@ impl FillLock {
 
 /// The pid holding a spool's fill lock, from /proc/locks (looking does not take the lock, so it never
 /// turns a filler away).
+/// Read by hand, not through procfs: procfs 0.18's `locks()` does not know a waiter's `->` lines, which
+/// would shift its fields.
 fn filler_pid(spool: &Spool) -> Option<i32> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(spool.lock_path()).ok()?;
@@ -481,16 +483,10 @@ fn ceiling(o: &FillOptions) -> Option<String> {
     if sessions >= o.max_sessions {
         return Some(format!("count ceiling (--max-sessions {})", o.max_sessions));
     }
-    if mem_available().is_some_and(|m| m < o.min_available) {
+    if crate::proc::mem_available().is_some_and(|m| m < o.min_available) {
         return Some(format!("memory ceiling (MemAvailable below {} bytes)", o.min_available));
     }
     None
-}
-
-fn mem_available() -> Option<u64> {
-    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = m.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.split_whitespace().next()?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// Remove what is stale: `ready/` records whose session is gone or was taken (a taker killed between its

@@ -62,6 +62,12 @@ fn exiting(pid: i32) -> bool {
     status(pid).is_none_or(|s| (s.sigpnd | s.shdpnd) & sigkill != 0)
 }
 
+/// MemAvailable of /proc/meminfo, bytes; None when it cannot be read.
+pub fn mem_available() -> Option<u64> {
+    use procfs::Current;
+    procfs::Meminfo::current().ok()?.mem_available
+}
+
 pub fn me() -> Result<Owner> {
     let pid = std::process::id() as i32;
     let start_time = start_time(pid).ok_or_else(|| crate::Error::failed("cannot read /proc/self/stat"))?;
