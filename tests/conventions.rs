@@ -142,6 +142,54 @@ fn every_tool_has_a_man_page_naming_every_long_option() {
     }
 }
 
+/// Every option a page's SYNOPSIS names is an option of the tool (of the subcommand that line starts
+/// with), and where it takes a value the SYNOPSIS shows the value under the name the definition gives
+/// it (the one OPTIONS shows): a renamed or retyped flag makes the hand-written SYNOPSIS stale.
+#[test]
+fn every_synopsis_names_real_options_with_their_value_names() {
+    for (t, cmd) in commands() {
+        let page = std::fs::read_to_string(repo_root().join(format!("man/{t}.1"))).unwrap();
+        let words = synopsis_words(&page);
+        assert!(!words.is_empty(), "{t}: man/{t}.1 has no SYNOPSIS");
+        let mut scope = &cmd;
+        for (i, w) in words.iter().enumerate() {
+            if w == t {
+                scope = words.get(i + 1).and_then(|sub| cmd.find_subcommand(sub)).unwrap_or(&cmd);
+                continue;
+            }
+            let Some(long) = w.strip_prefix("--").filter(|l| !l.is_empty()) else { continue };
+            let arg = scope
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .unwrap_or_else(|| panic!("{t}: SYNOPSIS names {w}, which `{t} {}` does not have", scope.get_name()));
+            if !arg.get_action().takes_values() {
+                continue;
+            }
+            let name = arg.get_value_names().and_then(|n| n.first()).map(|n| n.as_str().to_string()).unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
+            let shown = words.get(i + 1).map(String::as_str).unwrap_or("");
+            // A value from a closed set may be shown as the set itself (`--rule literal | revision-2a`).
+            let one_of_its_values = arg.get_possible_values().iter().any(|v| v.get_name() == shown);
+            assert!(shown == name.split('|').next().unwrap() || one_of_its_values, "{t}: SYNOPSIS shows {w} {shown}, its definition names the value {name}");
+        }
+    }
+}
+
+/// The words of a page's SYNOPSIS with the macros, font escapes, quotes, brackets, bars and ellipses
+/// taken out: `drums-sweep --kill-wait TIME RECORDS ...`.
+fn synopsis_words(page: &str) -> Vec<String> {
+    let section = page.split("\n.SH ").find(|s| s.starts_with("SYNOPSIS")).unwrap_or("");
+    section
+        .lines()
+        .skip(1)
+        .flat_map(|l| {
+            let l = l.strip_prefix('.').map(|m| m.split_once(' ').map_or("", |(_, rest)| rest)).unwrap_or(l);
+            l.replace("\\-", "-").replace("\\fB", " ").replace("\\fI", " ").replace("\\fR", " ").replace('"', " ").split_whitespace().map(str::to_string).collect::<Vec<_>>()
+        })
+        .map(|w| w.trim_matches(|c| matches!(c, '[' | ']' | '.')).to_string())
+        .filter(|w| !w.is_empty() && w != "|")
+        .collect()
+}
+
 fn collect_long_options(cmd: &clap::Command, out: &mut BTreeSet<String>) {
     out.extend(cmd.get_arguments().filter(|a| !a.is_hide_set()).filter_map(|a| a.get_long()).map(|l| format!("--{l}")));
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {

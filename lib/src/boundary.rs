@@ -13,7 +13,7 @@
 //!
 //! Everything that runs between fork and exec is allocation-free: the program is built before the fork.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The capabilities a session keeps (bounding, permitted, effective for its root): what a desktop and
 /// OSWorld's tasks need, and nothing that reaches past the session's own namespaces.
@@ -298,18 +298,15 @@ pub struct Boundary {
 
 impl Boundary {
     pub fn of(pid: i32) -> Result<Boundary> {
-        let path = format!("/proc/{pid}/status");
-        let status = std::fs::read_to_string(&path).map_err(|e| Error::io("read", &path, e))?;
-        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or("").to_string();
-        let user_ns = std::fs::metadata(format!("/proc/{pid}/ns/user")).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).map_err(|e| Error::io("stat", format!("/proc/{pid}/ns/user"), e))?;
+        let f = crate::proc::confinement(pid)?;
         Ok(Boundary {
-            cap_bnd: field("CapBnd:"),
-            cap_eff: field("CapEff:"),
-            cap_prm: field("CapPrm:"),
-            seccomp: field("Seccomp:").parse().unwrap_or(0),
-            seccomp_filters: field("Seccomp_filters:").parse().unwrap_or(0),
-            no_new_privs: field("NoNewPrivs:") == "1",
-            user_ns,
+            cap_bnd: f["CapBnd"].clone(),
+            cap_eff: f["CapEff"].clone(),
+            cap_prm: f["CapPrm"].clone(),
+            seccomp: f["Seccomp"].parse().unwrap_or(0),
+            seccomp_filters: f["Seccomp_filters"].parse().unwrap_or(0),
+            no_new_privs: f["NoNewPrivs"] == "1",
+            user_ns: crate::proc::ns_inode(pid, "user")?,
         })
     }
 

@@ -16,8 +16,9 @@ pub fn run<C: clap::Parser>(tool: &str, body: impl FnOnce(C) -> Result<()>) -> !
         },
         Err(e) => match e.kind() {
             clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                print!("{e}");
-                let _ = std::io::stdout().flush();
+                // Not print!: it panics when stdout is a closed pipe (`drums-ns --help | head -1`).
+                let mut out = std::io::stdout().lock();
+                let _ = write!(out, "{e}").and_then(|_| out.flush());
                 exit::OK
             }
             _ => report(tool, &Error::Usage(e.to_string().trim().replace('\n', " "))),
@@ -153,9 +154,11 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
     Ok(v.round() as u64)
 }
 
-/// The one duration grammar of every Drums option: a positive number, integer or decimal, with an
-/// optional unit `ms`, `s` or `m` (none: seconds): `200ms`, `1s`, `0.5`, `2m`. Documented in
-/// drums(7), "Sizes and durations".
+/// The one duration grammar of every Drums option: a non-negative number, integer or decimal, with an
+/// optional unit `ms`, `s` or `m` (none: seconds): `200ms`, `1s`, `0.5`, `2m`, `0`. Documented in
+/// drums(7), "Sizes and durations". Zero is a duration (a grace period of none, a wait of none); the
+/// options where it would mean a busy loop take `parse_positive_duration`, the ones a record keeps in
+/// whole seconds take `parse_seconds`: the same grammar with a narrower range.
 pub fn parse_duration(s: &str) -> std::result::Result<std::time::Duration, String> {
     let t = s.trim();
     let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
@@ -167,11 +170,23 @@ pub fn parse_duration(s: &str) -> std::result::Result<std::time::Duration, Strin
     } else {
         (t, 1.0)
     };
-    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration (examples: 1s, 200ms)"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("`{s}`: a duration must be positive"));
+    let bad = || format!("`{s}` is not a duration (examples: 1s, 200ms, 0.5, 2m)");
+    let v: f64 = num.trim().parse().map_err(|_| bad())?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(bad());
     }
-    Ok(std::time::Duration::from_secs_f64(v * mult))
+    std::time::Duration::try_from_secs_f64(v * mult).map_err(|_| bad())
+}
+
+/// `parse_duration`, refusing zero: for periods between polls and samples.
+pub fn parse_positive_duration(s: &str) -> std::result::Result<std::time::Duration, String> {
+    parse_duration(s).and_then(|d| if d.is_zero() { Err(format!("`{s}`: this duration must be more than zero")) } else { Ok(d) })
+}
+
+/// `parse_duration` as whole seconds, for the figures records keep in seconds (`ttl_s`): `90`, `90s`,
+/// `2m`; `1.5s` is refused rather than rounded.
+pub fn parse_seconds(s: &str) -> std::result::Result<u64, String> {
+    parse_duration(s).and_then(|d| if d.subsec_nanos() == 0 { Ok(d.as_secs()) } else { Err(format!("`{s}`: whole seconds here (examples: 90, 90s, 2m)")) })
 }
 
 #[cfg(test)]
@@ -209,6 +224,16 @@ mod tests {
         assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
         assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("0s").is_err());
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
+        for bad in ["", "s", "-1s", "1h", "NaN", "inf", "1e30"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert!(parse_positive_duration("0ms").is_err());
+        assert_eq!(parse_positive_duration("20ms").unwrap(), Duration::from_millis(20));
+        assert_eq!(parse_seconds("2m").unwrap(), 120);
+        assert_eq!(parse_seconds("60").unwrap(), 60);
+        assert_eq!(parse_seconds("0").unwrap(), 0);
+        assert!(parse_seconds("1.5s").is_err());
     }
 }

@@ -1,5 +1,6 @@
 //! Processes named safely across PID reuse (a pid with its start time), and what Drums reads of a
-//! process's /proc/PID/stat and status: all of it through `procfs`, here.
+//! process's /proc/PID/stat and status: through `procfs`, here, but for the one set of status fields
+//! it does not parse (`confinement`).
 
 use crate::error::{IoContext, Result};
 use crate::record::Owner;
@@ -72,6 +73,19 @@ pub fn me() -> Result<Owner> {
     let pid = std::process::id() as i32;
     let start_time = start_time(pid).ok_or_else(|| crate::Error::failed("cannot read /proc/self/stat"))?;
     Ok(Owner { pid, start_time })
+}
+
+/// What a process's /proc/PID/status says of its confinement, as the kernel writes it: the capability
+/// masks as hex text (CapBnd, CapEff, CapPrm), Seccomp, Seccomp_filters and NoNewPrivs. Read here by
+/// hand because procfs 0.18's `Status` has no Seccomp_filters (Linux 5.9) and turns the masks into
+/// numbers, while the audit compares and reports the kernel's text. A field the kernel does not write is
+/// "" (the caller decides what that means).
+pub fn confinement(pid: i32) -> Result<std::collections::HashMap<&'static str, String>> {
+    const FIELDS: [&str; 6] = ["CapBnd", "CapEff", "CapPrm", "Seccomp", "Seccomp_filters", "NoNewPrivs"];
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).ctx("read", &path)?;
+    let value = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(str::trim).unwrap_or("").to_string();
+    Ok(FIELDS.into_iter().map(|f| (f, value(f))).collect())
 }
 
 /// The inode of one of a process's namespaces ("pid", "mnt", "net", "ipc", "uts").

@@ -56,8 +56,8 @@ pub enum Cmd {
         /// Time between samples, such as 1s or 200ms.
         ///
         /// The duration is read as drums(7), "Sizes and durations", says.
-        #[arg(long, value_name = "TIME", default_value = "1s")]
-        interval: String,
+        #[arg(long, value_name = "TIME", default_value = "1s", value_parser = drums::cli::parse_positive_duration)]
+        interval: std::time::Duration,
         /// Stop after this many samples.
         #[arg(long, value_name = "N")]
         samples: Option<u64>,

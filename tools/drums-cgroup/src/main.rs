@@ -24,9 +24,8 @@ fn main() {
             cli::emit(&s)
         }
         Cmd::Watch { interval, samples, input } => {
-            let every = drums::cli::parse_duration(&interval).map_err(|m| Error::Usage(format!("--interval: {m}")))?;
             let s = cli::read_session(input.as_deref())?;
-            cgroup::watch(&s, every, samples, cli::emit).map(|_| ())
+            cgroup::watch(&s, interval, samples, cli::emit).map(|_| ())
         }
         Cmd::Freeze { input } => with_session(input, |s| cgroup::freeze(s)),
         Cmd::Thaw { input } => with_session(input, |s| cgroup::thaw(s)),

@@ -39,8 +39,10 @@ pub enum Cmd {
         /// The size is read as drums(7), "Sizes and durations", says.
         #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = drums::cli::parse_bytes)]
         size: u64,
-        /// Time to live in seconds, after which drums-sweep(1) may destroy the session.
-        #[arg(long, value_name = "SECONDS")]
+        /// Time to live in whole seconds (90, 90s, 2m), after which drums-sweep(1) may destroy the session.
+        ///
+        /// The duration is read as drums(7), "Sizes and durations", says.
+        #[arg(long, value_name = "TIME", value_parser = drums::cli::parse_seconds)]
         ttl: Option<u64>,
     },
     /// Unmount and delete the root of the session on stdin (only what its ledger names).

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use drums::cli;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Warm pools: fill a checkpoint's pool with parked siblings, take one, drain the pool, show it.
 #[derive(Parser)]
@@ -24,9 +25,11 @@ pub enum Cmd {
         #[arg(long, value_name = "N", default_value_t = 4)]
         depth: usize,
         /// Keep the depth until stopped (SIGTERM or SIGINT: a sibling not yet parked is destroyed), looking
-        /// again every SECONDS.
-        #[arg(long = "loop", value_name = "SECONDS")]
-        every: Option<f64>,
+        /// again every TIME (such as 1s; more than zero).
+        ///
+        /// The duration is read as drums(7), "Sizes and durations", says.
+        #[arg(long = "loop", value_name = "TIME", value_parser = cli::parse_positive_duration)]
+        every: Option<Duration>,
         /// Count ceiling: make at most N siblings per pool in this run, then stop that pool.
         #[arg(long, value_name = "N")]
         count: Option<u64>,
@@ -39,9 +42,11 @@ pub enum Cmd {
         /// The size is read as drums(7), "Sizes and durations", says.
         #[arg(long, value_name = "SIZE", default_value = "2G", value_parser = cli::parse_bytes)]
         min_available: u64,
-        /// Destroy parked siblings older than this (seconds).
-        #[arg(long, value_name = "SECONDS")]
-        max_age: Option<u64>,
+        /// Destroy parked siblings older than this, such as 10m.
+        ///
+        /// The duration is read as drums(7), "Sizes and durations", says.
+        #[arg(long, value_name = "TIME", value_parser = cli::parse_duration)]
+        max_age: Option<Duration>,
         /// Each sibling's cgroup limits as drums-restore --cgroup takes them (CPUS,MEMORY,PIDS); none:
         /// no cgroups, and siblings are parked running. Default: the default limits of drums-cgroup(1).
         #[arg(long, value_name = "CPUS,MEMORY,PIDS|none")]
@@ -67,15 +72,21 @@ pub enum Cmd {
         /// The pool's checkpoint; default: the checkpoint record on input.
         #[arg(long, value_name = "ID")]
         checkpoint: Option<String>,
-        /// When the pool is empty, wait this long for a sibling (seconds).
-        #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
-        wait: f64,
-        /// Refuse (and destroy) siblings parked longer ago (seconds).
-        #[arg(long, value_name = "SECONDS")]
-        max_age: Option<u64>,
-        /// The re-check's timeout (seconds).
-        #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
-        ready_timeout: f64,
+        /// When the pool is empty, wait this long for a sibling, such as 30s (default: no wait).
+        ///
+        /// The duration is read as drums(7), "Sizes and durations", says.
+        #[arg(long, value_name = "TIME", default_value = "0", value_parser = cli::parse_duration)]
+        wait: Duration,
+        /// Refuse (and destroy) siblings parked longer ago, such as 10m.
+        ///
+        /// The duration is read as drums(7), "Sizes and durations", says.
+        #[arg(long, value_name = "TIME", value_parser = cli::parse_duration)]
+        max_age: Option<Duration>,
+        /// The re-check's timeout.
+        ///
+        /// The duration is read as drums(7), "Sizes and durations", says.
+        #[arg(long, value_name = "TIME", default_value = "5s", value_parser = cli::parse_duration)]
+        ready_timeout: Duration,
         /// File holding the checkpoint record (default: stdin).
         input: Option<PathBuf>,
     },

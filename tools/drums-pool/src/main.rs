@@ -4,14 +4,12 @@ use drums::record::Checkpoint;
 use drums::{cli, pool, Error, Result};
 use drums_pool::cli::{Args, Cmd};
 use std::io::IsTerminal;
-use std::time::Duration;
 
 fn main() {
     // A take's clock starts with the tool.
     let started_at = drums::state::now();
     cli::run("drums-pool", |a: Args| match a.cmd {
         Cmd::Fill { checkpoints, depth, every, count, max_sessions, min_available, max_age, cgroup, no_freeze, ksm, size, input } => {
-            let every = every.map(|s| seconds("--loop", s)).transpose()?;
             let limits = match cgroup.as_deref() {
                 Some("none") => None,
                 Some(spec) => Some(drums::cgroup::Limits::parse_spec(spec)?),
@@ -28,7 +26,7 @@ fn main() {
                 count,
                 max_sessions,
                 min_available,
-                max_age: max_age.map(Duration::from_secs),
+                max_age,
                 freeze: !no_freeze && limits.is_some(),
                 restore: drums::restore::RestoreOptions { tmpfs_bytes: size, ttl_s: None, limits, ksm },
             };
@@ -47,9 +45,9 @@ fn main() {
         Cmd::Take { checkpoint, wait, max_age, ready_timeout, input } => {
             let spool = spool_of(checkpoint, input.as_deref())?;
             let o = pool::TakeOptions {
-                wait: seconds("--wait", wait)?,
-                max_age: max_age.map(Duration::from_secs),
-                ready_timeout: seconds("--ready-timeout", ready_timeout)?,
+                wait,
+                max_age,
+                ready_timeout,
                 started_at,
             };
             let taker = drums::proc::session_owner()?;
@@ -79,10 +77,6 @@ fn main() {
             Ok(())
         }
     })
-}
-
-fn seconds(option: &str, s: f64) -> Result<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| Error::Usage(format!("{option} wants seconds (not negative), not {s}")))
 }
 
 /// The checkpoint records on input: one or more, each checked.

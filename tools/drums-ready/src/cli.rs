@@ -16,12 +16,16 @@ pub struct Args {
     /// Expected window title (default: the record's desktop.title).
     #[arg(long, value_name = "TITLE")]
     pub title: Option<String>,
-    /// Give up after this many seconds.
-    #[arg(long, value_name = "S", default_value_t = 30.0)]
-    pub timeout: f64,
-    /// Seconds between polls.
-    #[arg(long, value_name = "S", default_value_t = 0.02)]
-    pub interval: f64,
+    /// Give up after this long, such as 30s or 500ms.
+    ///
+    /// The duration is read as drums(7), "Sizes and durations", says.
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = cli::parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Time between polls.
+    ///
+    /// The duration is read as drums(7), "Sizes and durations", says.
+    #[arg(long, value_name = "TIME", default_value = "20ms", value_parser = cli::parse_duration)]
+    pub interval: std::time::Duration,
     /// Save the last screenshot as a PNG here, as evidence (only with one record).
     #[arg(long, value_name = "PATH")]
     pub png: Option<PathBuf>,

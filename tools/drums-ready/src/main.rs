@@ -5,16 +5,16 @@ use drums_ready::cli::Args;
 fn main() {
     cli::run("drums-ready", |a: Args| {
         let blank = u32::from_str_radix(&a.blank, 16).ok().filter(|_| a.blank.len() == 6).ok_or_else(|| drums::Error::Usage(format!("--blank {}: expected RRGGBB", a.blank)))?;
-        if !(0.0..1.0).contains(&a.threshold) || a.timeout < 0.0 || a.interval < 0.0 {
-            return Err(drums::Error::Usage("--threshold must be in [0, 1), --timeout and --interval not negative".into()));
+        if !(0.0..1.0).contains(&a.threshold) {
+            return Err(drums::Error::Usage("--threshold must be in [0, 1)".into()));
         }
         let sessions = cli::read_sessions(a.input.as_deref())?;
         cli::require_root()?;
         let o = drums::ready::ReadyOptions {
             threshold: a.threshold,
             title: a.title,
-            timeout: std::time::Duration::from_secs_f64(a.timeout),
-            interval: std::time::Duration::from_secs_f64(a.interval),
+            timeout: a.timeout,
+            interval: a.interval,
             png: a.png,
             blank: [(blank >> 16) as u8, (blank >> 8) as u8, blank as u8],
         };

@@ -22,8 +22,10 @@ pub struct Args {
     /// The size is read as drums(7), "Sizes and durations", says.
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = drums::cli::parse_bytes)]
     pub size: u64,
-    /// Time to live of each sibling in seconds.
-    #[arg(long, value_name = "SECONDS")]
+    /// Time to live of each sibling in whole seconds (90, 90s, 2m).
+    ///
+    /// The duration is read as drums(7), "Sizes and durations", says.
+    #[arg(long, value_name = "TIME", value_parser = drums::cli::parse_seconds)]
     pub ttl: Option<u64>,
     /// Per-sibling cgroup limits, as drums-cgroup takes them: CPUS,MEMORY,PIDS (e.g. 2,4G,4096; any
     /// subset, the rest default). Default: drums-cgroup's defaults.

@@ -41,14 +41,20 @@ pub struct Args {
     /// --remove-images.
     #[arg(long, conflicts_with_all = ["input", "sessions", "state_dirs", "orphans", "remove_images"])]
     pub prune_root_images: bool,
-    /// Grace period: leave alone sessions and unledgered objects younger than this (seconds).
-    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
-    pub older_than: u64,
-    /// Time to live for sessions whose ledger sets none (seconds); default: no limit.
-    #[arg(long, value_name = "SECONDS")]
+    /// Grace period: leave alone sessions and unledgered objects younger than this, such as 60s or 0.
+    ///
+    /// The duration is read as drums(7), "Sizes and durations", says.
+    #[arg(long, value_name = "TIME", default_value = "60s", value_parser = drums::cli::parse_duration)]
+    pub older_than: std::time::Duration,
+    /// Time to live for sessions whose ledger sets none, in whole seconds (90, 90s, 2m); default: no
+    /// limit.
+    ///
+    /// The duration is read as drums(7), "Sizes and durations", says.
+    #[arg(long, value_name = "TIME", value_parser = drums::cli::parse_seconds)]
     pub ttl: Option<u64>,
-    /// How long to wait for a killed session's processes to go before the session is reported as left
-    /// (seconds).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    pub kill_wait: u64,
+    /// How long to wait for a killed session's processes to go before the session is reported as left.
+    ///
+    /// The duration is read as drums(7), "Sizes and durations", says.
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = drums::cli::parse_duration)]
+    pub kill_wait: std::time::Duration,
 }

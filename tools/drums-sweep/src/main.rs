@@ -1,7 +1,6 @@
 //! drums-sweep: destroy the sessions named on input, or (with no input) find and remove orphans.
 use drums::destroy::{self, DestroyOptions};
 use drums_sweep::cli::Args;
-use std::time::Duration;
 
 fn main() {
     drums::cli::run("drums-sweep", |a: Args| {
@@ -14,8 +13,8 @@ fn main() {
             session_ids: a.sessions,
             state_dirs: a.state_dirs,
             orphans: a.orphans,
-            destroy: DestroyOptions { remove_images: a.remove_images, dry_run: a.dry_run, kill_wait: Duration::from_secs(a.kill_wait), ..DestroyOptions::default() },
-            older_than: Duration::from_secs(a.older_than),
+            destroy: DestroyOptions { remove_images: a.remove_images, dry_run: a.dry_run, kill_wait: a.kill_wait, ..DestroyOptions::default() },
+            older_than: a.older_than,
             ttl: a.ttl,
         })
     })
