@@ -133,6 +133,18 @@ pub struct Section {
     pub extra: Map<String, Value>,
 }
 
+impl Section {
+    /// The session's cgroup in each hierarchy, as /proc/PID/cgroup names it, with the hierarchy's
+    /// controller: v1 one per controller; v2 the unified hierarchy's alone, which has no controller name
+    /// (None).
+    pub fn roots(&self) -> Vec<(Option<&str>, &str)> {
+        match self.version {
+            Version::V1 => self.proc_paths.iter().map(|(c, p)| (Some(c.as_str()), p.as_str())).collect(),
+            Version::V2 => self.proc_paths.get("unified").map(|p| (None, p.as_str())).into_iter().collect(),
+        }
+    }
+}
+
 /// Figures read from the kernel: a value, or `null` and why.
 #[derive(Debug, Default, Clone)]
 pub struct Figures {
@@ -494,15 +506,20 @@ pub fn enter_all(session: &mut Session) -> Result<u64> {
 }
 
 /// For a restore: make the sibling's own cgroups, with `limits`, before CRIU runs (the record must not
-/// have `ns` yet: CRIU makes the PID namespace), and return the CRIU restore options that put the
-/// restored tree into them (`criu_restore_args`). After the restore, fill in `ns` and call `enter_all`
-/// (it should move nobody; it catches anything CRIU placed elsewhere). If the restore fails, `remove`.
-pub fn prepare_restore(sibling: &mut Session, limits: &Limits) -> Result<Vec<String>> {
+/// have `ns` yet: CRIU makes the PID namespace); `criu::CgroupPlacement::of` the section then puts the
+/// restored tree into them. After the restore, fill in `ns` and call `enter_all` (it should move nobody;
+/// it catches anything CRIU placed elsewhere). If the restore fails, `remove`.
+pub fn prepare_restore(sibling: &mut Session, limits: &Limits) -> Result<()> {
     if sibling.ns.is_some() {
         return Err(Error::bad_field("ns", "present before the restore: prepare_restore runs before CRIU makes the session's namespaces"));
     }
-    create(sibling, limits)?;
-    Ok(criu_restore_args(sibling.cgroup.as_ref()))
+    create(sibling, limits)
+}
+
+/// The session's freezer cgroup, which a dump freezes the tree through (`criu::Dump::freeze_cgroup`);
+/// None without a section or a freezer.
+pub fn freezer_dir(section: Option<&Section>) -> Option<PathBuf> {
+    backend_of(section?).freezer_dir().map(Path::to_path_buf)
 }
 
 /// rmdir one session cgroup directory. Refuses anything not named `.../drums/<id>` on a cgroup file
@@ -696,53 +713,6 @@ pub fn watch(session: &Session, interval: Duration, max_samples: Option<u64>, mu
     }
 }
 
-// ---- CRIU ----
-
-/// CRIU restore options that put a restored tree into this sibling's cgroups instead of the source's.
-/// Call it for every restore, with the sibling's section or `null` when the sibling has no cgroups.
-///
-/// CRIU records each task's cgroups in the images and by default (`--manage-cgroups=soft`) puts restored
-/// tasks back into *the same paths*, creating them when missing: a sibling would land in the source
-/// session's cgroups, or recreate the source's directories after the source was destroyed, which then
-/// nobody removes (tested: tests/cgroup.rs). `--cgroup-root CONTROLLER:/drums/<sibling>` rewrites the
-/// dumped root cgroup of that controller to the sibling's own (made beforehand, with its limits, by
-/// `create`); soft mode leaves the properties of existing directories alone, so the sibling's limits
-/// stay. Only the hierarchies Drums manages are named: the others keep the dumped paths (on this machine
-/// the root). On v2 the one unified hierarchy has no controller name, so the root is given without one.
-/// A sibling without cgroups gets `--manage-cgroups=ignore`: CRIU leaves cgroups alone and the tree stays
-/// in the cgroups of the process running CRIU, so no source directory is recreated.
-pub fn criu_restore_args(section: Option<&Section>) -> Vec<String> {
-    let Some(sec) = section else {
-        return vec!["--manage-cgroups=ignore".to_string()];
-    };
-    let mut args = vec!["--manage-cgroups=soft".to_string()];
-    match sec.version {
-        Version::V1 => {
-            for (ctrl, p) in &sec.proc_paths {
-                args.push("--cgroup-root".into());
-                args.push(format!("{ctrl}:{p}"));
-            }
-        }
-        Version::V2 => {
-            if let Some(p) = sec.proc_paths.get("unified") {
-                args.push("--cgroup-root".into());
-                args.push(p.clone());
-            }
-        }
-    }
-    args
-}
-
-/// CRIU dump options for a session with cgroups: freeze through the session's freezer cgroup rather than
-/// task by task (a tree that forks while being seized is frozen as a whole).
-pub fn criu_dump_args(section: Option<&Section>) -> Vec<String> {
-    let Some(sec) = section else { return vec![] };
-    match backend_of(sec).freezer_dir() {
-        Some(d) => vec!["--freeze-cgroup".into(), d.display().to_string()],
-        None => vec![],
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -773,28 +743,5 @@ mod tests {
         assert!(!is_session_cgroup_name(Path::new("/sys/fs/cgroup/memory/drums/..")));
         assert!(!is_session_cgroup_name(Path::new("drums/d-1")));
         assert!(matches!(remove_path(Path::new("/etc/drums/x")), Err(Error::BadInput { .. })));
-    }
-
-    #[test]
-    fn criu_args_name_the_sibling_cgroups() {
-        let sec = json!({
-            "version": "v1",
-            "paths": {"cpu": "/sys/fs/cgroup/cpu/drums/d-2", "memory": "/sys/fs/cgroup/memory/drums/d-2"},
-            "proc_paths": {"cpu": "/drums/d-2", "memory": "/drums/d-2"},
-            "requested": Limits::default(), "read_back": {}, "applied": true, "processes_moved": null, "created_at": 0.0
-        });
-        let typed = |v: &Value| serde_json::from_value::<Section>(v.clone()).unwrap();
-        assert_eq!(
-            criu_restore_args(Some(&typed(&sec))),
-            vec!["--manage-cgroups=soft", "--cgroup-root", "cpu:/drums/d-2", "--cgroup-root", "memory:/drums/d-2"]
-        );
-        let mut v2 = sec.clone();
-        v2["version"] = json!("v2");
-        v2["paths"] = json!({"unified": "/sys/fs/cgroup/drums/d-2"});
-        v2["proc_paths"] = json!({"unified": "/drums/d-2"});
-        assert_eq!(criu_restore_args(Some(&typed(&v2))), vec!["--manage-cgroups=soft", "--cgroup-root", "/drums/d-2"]);
-        assert_eq!(criu_dump_args(Some(&typed(&v2))), vec!["--freeze-cgroup", "/sys/fs/cgroup/drums/d-2"]);
-        assert_eq!(criu_restore_args(None), vec!["--manage-cgroups=ignore"]);
-        assert!(criu_dump_args(None).is_empty());
     }
 }
