@@ -52,10 +52,13 @@ impl Section {
     }
 }
 
-/// Figures read from the kernel: a value, or `null` and why.
-#[derive(Debug, Default, Clone)]
+/// Figures read from the kernel: a value, or `null` and why. As JSON: `{name: value, ..., "why_null":
+/// {name: reason}}`.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Figures {
+    #[serde(flatten)]
     values: Map<String, Value>,
+    #[serde(rename = "why_null", default)]
     why: Map<String, Value>,
 }
 impl Figures {
@@ -77,11 +80,9 @@ impl Figures {
     pub fn has(&self, name: &str) -> bool {
         self.values.contains_key(name)
     }
-    /// `{name: value, ..., "why_null": {name: reason}}`.
+    /// The figures as JSON.
     pub fn into_value(self) -> Value {
-        let mut v = self.values;
-        v.insert("why_null".into(), Value::Object(self.why));
-        Value::Object(v)
+        serde_json::to_value(self).expect("figures serialize")
     }
 }
 
