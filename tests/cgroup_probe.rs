@@ -9,8 +9,8 @@
 //!   cgroup-probe fork-until-fail MAX               fork until fork fails: {"forked":N,"errno":E}
 //!   cgroup-probe get FIELD < record                a member (dotted path) of the record on stdin
 //!   cgroup-probe paths < record                    the cgroup section's directories, one a line
-//!   cgroup-probe criu-restore-args < record        drums::cgroup::criu_restore_args of its section
-//!   cgroup-probe criu-dump-args < record           drums::cgroup::criu_dump_args of its section
+//!   cgroup-probe criu-restore-args < record        the cgroup options of a restore into it (criu::CgroupPlacement)
+//!   cgroup-probe criu-dump-args < record           the cgroup options of a dump of it (criu::freeze_cgroup_options)
 
 use drums::ledger::{Ledger, Resource};
 use drums::record::{Namespaces, NsInodes, Owner, Session};
@@ -36,8 +36,11 @@ fn main() {
                 other => println!("{other}"),
             }
         }
-        Some("criu-restore-args") => println!("{}", drums::cgroup::criu_restore_args(stdin_session().cgroup.as_ref()).join(" ")),
-        Some("criu-dump-args") => println!("{}", drums::cgroup::criu_dump_args(stdin_session().cgroup.as_ref()).join(" ")),
+        Some("criu-restore-args") => println!("{}", drums::criu::CgroupPlacement::of(stdin_session().cgroup.as_ref()).options().join(" ")),
+        Some("criu-dump-args") => {
+            let freezer = drums::cgroup::freezer_dir(stdin_session().cgroup.as_ref());
+            println!("{}", drums::criu::freeze_cgroup_options(freezer.as_deref()).join(" "))
+        }
         Some("paths") => {
             let mut seen = std::collections::BTreeSet::new();
             for p in stdin_session().cgroup.iter().flat_map(|c| c.paths.values()) {

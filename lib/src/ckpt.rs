@@ -27,27 +27,6 @@ pub struct CkptOptions {
     pub map_relocated: bool,
 }
 
-/// The dump options every Drums session needs (each is explained in drums-ckpt(1)).
-pub fn dump_options() -> Vec<String> {
-    [
-        "--file-locks",
-        "--ghost-limit",
-        "64M",
-        "--irmap-scan-path",
-        "/usr/share/zoneinfo",
-        "--irmap-scan-path",
-        "/usr/share/dbus-1",
-        "--irmap-scan-path",
-        "/etc/dbus-1",
-        "--tcp-close",
-        "--network-lock",
-        "skip",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
 pub fn criu_version() -> Result<String> {
     let bin = crate::criu::binary();
     let o = Command::new(&bin).arg("--version").output().map_err(|e| Error::env(format!("CRIU ({}) cannot run: {e}; run pipelines/setup.sh", bin.display())))?;
@@ -269,18 +248,18 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     let report = dir.join(LAYER_REPORT_FILE);
     let me = std::env::current_exe().map_err(|e| Error::failed(format!("find own executable: {e}")))?;
     let program = me.parent().ok_or_else(|| Error::failed("own executable has no directory"))?.join("drums-ckpt");
-    let mut opts = dump_options();
-    // The session's network namespace is left out of the images: each restore brings a namespace of its
-    // own, built before CRIU runs (see restore::EXTERNAL_NET).
-    opts.extend(["--external".to_string(), format!("net[{}]:{}", ns.inodes.net, crate::restore::EXTERNAL_NET)]);
-    opts.extend(crate::cgroup::criu_dump_args(session.cgroup.as_ref()));
-    let mut cmd = crate::criu::command();
-    cmd.arg("dump").arg("-t").arg(ns.init_pid.to_string()).arg("-D").arg(&images).arg("-o").arg("dump.log").args(&opts);
-    cmd.arg("--action-script").arg(&script);
+    let dump = crate::criu::Dump {
+        pid: ns.init_pid,
+        images: images.clone(),
+        log: "dump.log".into(),
+        external_net: ns.inodes.net,
+        freeze_cgroup: crate::cgroup::freezer_dir(session.cgroup.as_ref()),
+        action_script: script,
+        leave_running: o.leave_running,
+    };
+    let mut cmd = dump.command();
+    let log = images.join(&dump.log);
     cmd.env(ENV_PROGRAM, &program).env(ENV_FROM, upper).env(ENV_TO, &layer).env(ENV_REPORT, &report);
-    if o.leave_running {
-        cmd.arg("--leave-running");
-    }
     // A session that just became ready is still busy: a dump can meet a socket in a state CRIU cannot
     // save ("netlink: The socket has data to read", "Control messages in queue"). CRIU then resumes the
     // tree unharmed, so the dump is tried again after a pause; every attempt's failure is reported.
@@ -296,8 +275,8 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         dump_s = t0.elapsed().as_secs_f64();
         match status {
             Ok(st) if st.success() => break,
-            Ok(_) => failures.push(format!("attempt {attempt}: {}", criu_log_tail(&images.join("dump.log")))),
-            Err(e) => failures.push(format!("attempt {attempt}: {e}: {}", criu_log_tail(&images.join("dump.log")))),
+            Ok(_) => failures.push(format!("attempt {attempt}: {}", criu_log_tail(&log))),
+            Err(e) => failures.push(format!("attempt {attempt}: {e}: {}", criu_log_tail(&log))),
         }
         if attempt == DUMP_ATTEMPTS || !crate::proc::alive(ns.init_pid, ns.init_start_time) {
             return Err(Error::failed(format!("criu dump failed: {}", failures.join(" || "))));
@@ -332,7 +311,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         mapped: None,
         mapped_note: None,
         boundary,
-        criu_options: opts,
+        criu_options: dump.options(),
         extra: Default::default(),
     })
 }

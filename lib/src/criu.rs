@@ -1,5 +1,8 @@
-//! Finding and running CRIU.
+//! Finding and running CRIU, and its command lines (options.rs).
 
+mod options;
+
+pub use options::{freeze_cgroup_options, leaves_net_out, CgroupPlacement, Dump, Restore, EXTERNAL_NET};
 use std::path::PathBuf;
 
 /// The preload shim of every CRIU call (lib/criu-shim), beside the tools.
@@ -27,7 +30,8 @@ pub fn timeout() -> std::time::Duration {
 }
 
 /// A CRIU command with what every Drums call of CRIU needs: it dies with the tool that runs it, and it
-/// finds its kernel-feature cache (see `KdatCache`). Build each call with this, then `run` it.
+/// finds its kernel-feature cache (see `KdatCache`). A dump and a restore get it with their arguments
+/// from `Dump::command` and `Restore::command`; then `run` it.
 pub fn command() -> std::process::Command {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(binary());

@@ -19,22 +19,13 @@ pub struct RestoreOptions {
     pub ksm: bool,
 }
 
-/// The key under which drums-ckpt leaves the session's network namespace out of the images
-/// (`--external net[INODE]:drums-net`); a restore hands CRIU the sibling's own namespace under it.
-pub const EXTERNAL_NET: &str = "drums-net";
-
 /// Where a restore hands CRIU the sibling's network namespace (`--inherit-fd fd[N]:drums-net`): a
 /// descriptor number clear of CRIU's own.
 const NETNS_FD: i32 = 100;
 
 /// Whether the checkpoint's images leave the network namespace out (made by this version's drums-ckpt).
 fn external_net(c: &Checkpoint) -> bool {
-    c.criu_options.windows(2).any(|w| w[0] == "--external" && w[1].starts_with("net[") && w[1].ends_with(&format!("]:{EXTERNAL_NET}")))
-}
-
-pub fn restore_options() -> Vec<String> {
-    // Beside these, each restore hands CRIU the sibling's network namespace (--inherit-fd fd[N]:drums-net).
-    ["--file-locks", "--tcp-close", "--restore-detached"].iter().map(|s| s.to_string()).collect()
+    crate::criu::leaves_net_out(&c.criu_options)
 }
 
 /// Restore one sibling. On failure everything it made is destroyed before the error is returned.
@@ -112,14 +103,16 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
 
     let t = Instant::now();
     let pidfile = s.state_dir.join("init.pid");
-    let mut opts = restore_options();
-    opts.extend(["--root".to_string(), merged.display().to_string()]);
-    // Always: without a section this says --manage-cgroups=ignore, else CRIU would put a sibling of a
-    // source that had cgroups back into (and recreate) the source's cgroups.
-    opts.extend(crate::cgroup::criu_restore_args(s.cgroup.as_ref()));
-    opts.extend(["--inherit-fd".to_string(), format!("fd[{NETNS_FD}]:{EXTERNAL_NET}")]);
-    let mut cmd = crate::criu::command();
-    cmd.arg("restore").arg("-D").arg(&c.images).arg("-W").arg(&s.state_dir).arg("-o").arg("restore.log").arg("--pidfile").arg(&pidfile).args(&opts);
+    let call = crate::criu::Restore {
+        images: c.images.clone(),
+        work_dir: s.state_dir.clone(),
+        log: "restore.log".into(),
+        pidfile: pidfile.clone(),
+        root: merged,
+        cgroups: crate::criu::CgroupPlacement::of(s.cgroup.as_ref()),
+        inherit_netns_fd: NETNS_FD,
+    };
+    let mut cmd = call.command();
     let ksm = o.ksm;
     let netns_fd = std::os::fd::AsRawFd::as_raw_fd(&netns);
     // CRIU itself stays in this tool's cgroups: with --cgroup-root the tree's root task moves itself into
@@ -171,7 +164,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
             ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })?;
         }
     }
-    let log_tail = || crate::ckpt::criu_log_tail(&s.state_dir.join("restore.log"));
+    let log_tail = || crate::ckpt::criu_log_tail(&s.state_dir.join(&call.log));
     match status {
         Ok(st) if st.success() => {}
         Ok(_) => return Err(Error::failed(format!("criu restore failed: {}", log_tail()))),
@@ -204,7 +197,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
         clean: c.clean,
         ksm: o.ksm,
         times: RestoreTimes { ledger_s, overlay_s, cgroup_s, criu_s, network_s, total_s: t0.elapsed().as_secs_f64() },
-        criu_options: opts,
+        criu_options: call.options(),
         extra: Default::default(),
     });
     Ok(())
@@ -212,8 +205,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
 
 /// The restored tree's root task among CRIU's children: the one in a PID namespace other than CRIU's.
 fn restored_root_task(criu: i32) -> Option<(i32, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let pidns = |p: i32| std::fs::metadata(format!("/proc/{p}/ns/pid")).ok().map(|m| m.ino());
+    let pidns = |p: i32| crate::proc::ns_inode(p, "pid").ok();
     let own = pidns(criu)?;
     let children = std::fs::read_to_string(format!("/proc/{criu}/task/{criu}/children")).ok()?;
     children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()).find(|&c| pidns(c).is_some_and(|ns| ns != own)).and_then(|c| Some((c, crate::proc::start_time(c)?)))

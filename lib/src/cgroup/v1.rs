@@ -1,7 +1,8 @@
 //! cgroup v1: one directory per hierarchy (cpu, cpuacct, memory, pids, freezer; cpu and cpuacct may share
 //! one), the limits in the v1 files, telemetry from memory.max_usage_in_bytes and cpuacct.usage.
 
-use super::{ensure_dir, read_keyed, read_str, read_u64, wait_until, write_str, Backend, Figures, Limits, Version};
+use super::files::{ensure_dir, page_size, read_keyed, read_str, read_u64, read_u64_newer, wait_until, write_str};
+use super::{Backend, Figures, Limits, Version};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,7 +91,7 @@ impl Backend for V1 {
         f
     }
     fn mismatches(&self, l: &Limits, rb: &Figures) -> Vec<String> {
-        let mem = l.memory_bytes / super::page_size() * super::page_size();
+        let mem = l.memory_bytes / page_size() * page_size();
         let mut want = vec![
             ("cpu_quota_us", l.cpu_quota_us),
             ("cpu_period_us", l.cpu_period_us),
@@ -130,7 +131,7 @@ impl Backend for V1 {
         f.put("cpu_throttled_ns", self.file("cpu", "cpu.stat").and_then(|p| read_keyed(&p, "throttled_time")));
         f.put("cpu_nr_throttled", self.file("cpu", "cpu.stat").and_then(|p| read_keyed(&p, "nr_throttled")));
         f.put("tasks", self.file("pids", "pids.current").and_then(|p| read_u64(&p)));
-        f.put("tasks_peak", self.file("pids", "pids.peak").and_then(|p| super::read_u64_newer(&p)));
+        f.put("tasks_peak", self.file("pids", "pids.peak").and_then(|p| read_u64_newer(&p)));
         f
     }
     fn procs_dir(&self) -> &Path {

@@ -2,7 +2,8 @@
 //! cgroup.subtree_control of the mount's root and of `drums`, the limits in cpu.max, memory.max,
 //! memory.swap.max and pids.max, telemetry from memory.peak and cpu.stat.
 
-use super::{detect::NEEDED, ensure_dir, read_keyed, read_str, read_u64, wait_until, write_str, Backend, Figures, Limits, Version};
+use super::files::{ensure_dir, page_size, read_keyed, read_str, read_u64, read_u64_newer, wait_until, write_str};
+use super::{detect::NEEDED, Backend, Figures, Limits, Version};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -100,7 +101,7 @@ impl Backend for V2 {
         let mut want = vec![
             ("cpu_quota_us", l.cpu_quota_us),
             ("cpu_period_us", l.cpu_period_us),
-            ("memory_bytes", l.memory_bytes / super::page_size() * super::page_size()),
+            ("memory_bytes", l.memory_bytes / page_size() * page_size()),
             ("pids_max", l.pids_max),
         ];
         if self.swap().is_some() {
@@ -144,7 +145,7 @@ impl Backend for V2 {
         f.put("cpu_throttled_ns", read_keyed(&stat, "throttled_usec").map(|u| u * 1000));
         f.put("cpu_nr_throttled", read_keyed(&stat, "nr_throttled"));
         f.put("tasks", read_u64(&self.f("pids.current")));
-        f.put("tasks_peak", super::read_u64_newer(&self.f("pids.peak")));
+        f.put("tasks_peak", read_u64_newer(&self.f("pids.peak")));
         f
     }
     fn procs_dir(&self) -> &Path {
