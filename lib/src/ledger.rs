@@ -105,6 +105,14 @@ impl Contents {
         }
         live
     }
+    /// The live mount points, in creation order.
+    pub fn live_mounts(&self) -> Vec<PathBuf> {
+        self.live().into_iter().filter_map(|r| if let Resource::Mount { path } = r { Some(path) } else { None }).collect()
+    }
+    /// The live cgroup directories, in creation order.
+    pub fn live_cgroups(&self) -> Vec<PathBuf> {
+        self.live().into_iter().filter_map(|r| if let Resource::Cgroup { path } = r { Some(path) } else { None }).collect()
+    }
     pub fn last_phase(&self) -> Option<(&str, &Owner, f64)> {
         self.entries.iter().rev().find_map(|e| match e {
             Entry::Phase { phase, by, t } => Some((phase.as_str(), by, *t)),

@@ -495,15 +495,7 @@ fn escape(p: &Path) -> String {
 /// Unmount and delete the overlay and its tmpfs: only the mounts this session's ledger names.
 pub fn remove(session: &Session) -> Result<()> {
     let ledger = Ledger::open(&session.state_dir)?;
-    let mut mounts: Vec<PathBuf> = ledger
-        .read()?
-        .live()
-        .into_iter()
-        .filter_map(|r| match r {
-            Resource::Mount { path } => Some(path),
-            _ => None,
-        })
-        .collect();
+    let mut mounts = ledger.read()?.live_mounts();
     mounts.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     for m in mounts {
         unmount_owned(&ledger, &m)?;

@@ -23,11 +23,6 @@ pub struct RestoreOptions {
 /// descriptor number clear of CRIU's own.
 const NETNS_FD: i32 = 100;
 
-/// Whether the checkpoint's images leave the network namespace out (made by this version's drums-ckpt).
-fn external_net(c: &Checkpoint) -> bool {
-    crate::criu::leaves_net_out(&c.criu_options)
-}
-
 /// Restore one sibling. On failure everything it made is destroyed before the error is returned.
 pub fn restore_one(c: &Checkpoint, o: &RestoreOptions) -> Result<Session> {
     let t0 = Instant::now();
@@ -232,7 +227,7 @@ pub fn check_checkpoint(c: &Checkpoint) -> Result<()> {
     let (image, runtime) = lowers_of(c)?;
     crate::image::check(image, "image")?;
     crate::runtime::check(runtime, "runtime")?;
-    if !external_net(c) {
+    if !crate::criu::leaves_net_out(&c.criu_options) {
         return Err(Error::bad_input(format!(
             "checkpoint {}: made by an older drums-ckpt, its images hold the source's network namespace, which this drums-restore no longer restores: make the checkpoint again",
             c.id

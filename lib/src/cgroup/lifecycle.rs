@@ -232,16 +232,8 @@ pub(crate) fn remove_empty_parent(path: &Path) {
 pub fn remove(session: &mut Session) -> Result<()> {
     let mut paths: Vec<PathBuf> = section(session)?.map(|s| s.paths.values().cloned().collect()).unwrap_or_default();
     let ledger = Ledger::open(&session.state_dir).ok();
-    let live: Vec<PathBuf> = match &ledger {
-        Some(l) => l
-            .read()?
-            .live()
-            .into_iter()
-            .filter_map(|r| match r {
-                Resource::Cgroup { path } => Some(path),
-                _ => None,
-            })
-            .collect(),
+    let live = match &ledger {
+        Some(l) => l.read()?.live_cgroups(),
         None => vec![],
     };
     paths.extend(live.iter().cloned());
