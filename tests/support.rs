@@ -110,6 +110,29 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// One line of a tool's output decoded into its record type: a member renamed, retyped or gone fails the
+/// test here, naming the type and the line.
+pub fn decode<T: serde::de::DeserializeOwned>(line: &str) -> T {
+    let mut de = serde_json::Deserializer::from_str(line.trim());
+    serde_path_to_error::deserialize(&mut de).unwrap_or_else(|e| panic!("not a {}: at `{}`: {}: {line}", std::any::type_name::<T>(), e.path(), e.inner()))
+}
+
+/// Every non-empty line of a tool's output, each decoded into `T`.
+pub fn decode_lines<T: serde::de::DeserializeOwned>(out: &[u8]) -> Vec<T> {
+    text(out).lines().filter(|l| !l.trim().is_empty()).map(decode).collect()
+}
+
+/// The error object a tool printed as its last line on stderr (docs/record.md, "Error object").
+pub fn error_record(stderr: &[u8]) -> drums::error::ErrorRecord {
+    let t = text(stderr);
+    decode(t.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_else(|| panic!("nothing on stderr")))
+}
+
+/// A record as one line of JSON, for assertion messages.
+pub fn json<T: serde::Serialize>(r: &T) -> String {
+    serde_json::to_string(r).expect("records serialize")
+}
+
 /// Held while a test runs sessions: sessions on a 2-core machine go one at a time, across test binaries.
 pub struct SessionLock(#[allow(dead_code)] std::fs::File);
 pub fn session_lock() -> SessionLock {

@@ -12,14 +12,15 @@ pub mod sys;
 use crate::error::{exit, Error, Result};
 use crate::record::Session;
 use scan::{Holder, Kind, Obj, SessionInfo, SessionScan};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// The objects revision 2a may tolerate: the kernel's null and urandom devices (major 1, minors 3 and 9).
 pub const TOLERATED_2A: &[(&str, &str)] = &[("chr:1:3", "/dev/null"), ("chr:1:9", "/dev/urandom")];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 pub enum Rule {
     /// The pre-registered wording: any shared writable object fails.
     #[serde(rename = "literal")]
@@ -39,7 +40,7 @@ pub struct Options {
 }
 
 /// One object both sessions of a pair hold.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SharedObj {
     pub kind: Kind,
     pub id: String,
@@ -54,11 +55,30 @@ pub struct SharedObj {
     pub holders: BTreeMap<String, Vec<Holder>>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The checks of a pair, in the order of their names (an `ObjRef` sorts by its check first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckName {
+    AnonInodes,
+    Devices,
+    Directories,
+    Eventfds,
+    Files,
+    Locks,
+    Namespaces,
+    NetworkNamespace,
+    OtherFiles,
+    Pipes,
+    Processes,
+    Sockets,
+    XSocket,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
-    pub name: &'static str,
+    pub name: CheckName,
     /// What the check compares and when sharing fails it.
-    pub rule: &'static str,
+    pub rule: Cow<'static, str>,
     /// Objects of this check's kinds found in each session.
     pub compared: BTreeMap<String, usize>,
     pub shared: Vec<SharedObj>,
@@ -69,7 +89,7 @@ pub struct Check {
     pub note: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairReport {
     pub sessions: [String; 2],
     pub checks: Vec<Check>,
@@ -82,9 +102,9 @@ pub struct PairReport {
 }
 
 /// An object named in a verdict.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjRef {
-    pub check: &'static str,
+    pub check: CheckName,
     pub kind: Kind,
     pub id: String,
     pub path: String,
@@ -93,7 +113,7 @@ pub struct ObjRef {
     pub pair: Option<[String; 2]>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verdict {
     /// `true` pass, `false` fail, `null` unknown (the audit is incomplete and found nothing failing).
     pub pass: Option<bool>,
@@ -104,13 +124,13 @@ pub struct Verdict {
     pub reasons: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verdicts {
     pub literal: Verdict,
     pub revision_2a: Verdict,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ControlReport {
     pub sessions: Vec<SessionInfo>,
     /// Neither control session was restored (no `restore` section): a cold pair, as revision 2a asks.
@@ -118,12 +138,14 @@ pub struct ControlReport {
     pub pair: PairReport,
 }
 
+crate::record_type!(AuditType = "audit");
+
 /// The report drums-audit prints (`"type": "audit"`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: AuditType,
     pub t: f64,
     pub duration_s: f64,
     /// The rule the exit status follows.
@@ -168,7 +190,7 @@ impl Report {
 }
 
 struct CheckDef {
-    name: &'static str,
+    name: CheckName,
     rule: &'static str,
     select: fn(&Obj) -> bool,
     /// Sharing fails whatever the access (false: only a writable shared object fails).
@@ -180,17 +202,17 @@ fn ns_of(o: &Obj) -> &str {
 }
 
 const CHECKS: &[CheckDef] = &[
-    CheckDef { name: "namespaces", rule: "PID, mount, IPC and UTS namespaces of every process and thread: any namespace held in both sessions fails", select: |o| o.kind == Kind::Namespace && ns_of(o) != "net", any_sharing_fails: true },
-    CheckDef { name: "network_namespace", rule: "network namespaces of every process, thread and socket: any network namespace held in both sessions fails", select: |o| o.kind == Kind::Namespace && ns_of(o) == "net", any_sharing_fails: true },
-    CheckDef { name: "pipes", rule: "pipe inodes (anonymous pipes and FIFOs) held by descriptor: any pipe in both sessions fails", select: |o| o.kind == Kind::Pipe, any_sharing_fails: true },
-    CheckDef { name: "sockets", rule: "socket inodes held by descriptor: any socket in both sessions fails", select: |o| o.kind == Kind::Socket, any_sharing_fails: true },
-    CheckDef { name: "eventfds", rule: "eventfds by their kernel id (fdinfo eventfd-id; kcmp(2) where none is shown): any eventfd in both sessions fails", select: |o| o.kind == Kind::Eventfd, any_sharing_fails: true },
-    CheckDef { name: "anon_inodes", rule: "other anonymous-inode descriptors (eventpoll, inotify, timerfd, signalfd, pidfd, ...), by their own inode or kcmp(2) when they share the kernel's anonymous inode: any in both sessions fails", select: |o| o.kind == Kind::AnonInode, any_sharing_fails: true },
-    CheckDef { name: "files", rule: "regular files (memfd and shared memory included) by (device, inode), held by descriptor or shared mapping: a file in both sessions fails when a holder in either can write it", select: |o| o.kind == Kind::File, any_sharing_fails: false },
-    CheckDef { name: "devices", rule: "character devices by (major, minor), pseudo-terminals also by their devpts instance, and block devices: a device in both sessions fails when a holder has it open for writing or its node is writable", select: |o| matches!(o.kind, Kind::Chr | Kind::Blk), any_sharing_fails: false },
-    CheckDef { name: "directories", rule: "directories held by descriptor, working directory or root, by (device, inode): one in both sessions fails when its permission bits allow writing", select: |o| o.kind == Kind::Dir, any_sharing_fails: false },
-    CheckDef { name: "other_files", rule: "any other file type by (device, inode): fails when a holder can write it", select: |o| o.kind == Kind::Other, any_sharing_fails: false },
-    CheckDef { name: "locks", rule: "file locks (/proc/locks and fdinfo, POSIX, flock and OFD) by the locked file: a file locked from both sessions fails", select: |o| o.kind == Kind::Lock, any_sharing_fails: true },
+    CheckDef { name: CheckName::Namespaces, rule: "PID, mount, IPC and UTS namespaces of every process and thread: any namespace held in both sessions fails", select: |o| o.kind == Kind::Namespace && ns_of(o) != "net", any_sharing_fails: true },
+    CheckDef { name: CheckName::NetworkNamespace, rule: "network namespaces of every process, thread and socket: any network namespace held in both sessions fails", select: |o| o.kind == Kind::Namespace && ns_of(o) == "net", any_sharing_fails: true },
+    CheckDef { name: CheckName::Pipes, rule: "pipe inodes (anonymous pipes and FIFOs) held by descriptor: any pipe in both sessions fails", select: |o| o.kind == Kind::Pipe, any_sharing_fails: true },
+    CheckDef { name: CheckName::Sockets, rule: "socket inodes held by descriptor: any socket in both sessions fails", select: |o| o.kind == Kind::Socket, any_sharing_fails: true },
+    CheckDef { name: CheckName::Eventfds, rule: "eventfds by their kernel id (fdinfo eventfd-id; kcmp(2) where none is shown): any eventfd in both sessions fails", select: |o| o.kind == Kind::Eventfd, any_sharing_fails: true },
+    CheckDef { name: CheckName::AnonInodes, rule: "other anonymous-inode descriptors (eventpoll, inotify, timerfd, signalfd, pidfd, ...), by their own inode or kcmp(2) when they share the kernel's anonymous inode: any in both sessions fails", select: |o| o.kind == Kind::AnonInode, any_sharing_fails: true },
+    CheckDef { name: CheckName::Files, rule: "regular files (memfd and shared memory included) by (device, inode), held by descriptor or shared mapping: a file in both sessions fails when a holder in either can write it", select: |o| o.kind == Kind::File, any_sharing_fails: false },
+    CheckDef { name: CheckName::Devices, rule: "character devices by (major, minor), pseudo-terminals also by their devpts instance, and block devices: a device in both sessions fails when a holder has it open for writing or its node is writable", select: |o| matches!(o.kind, Kind::Chr | Kind::Blk), any_sharing_fails: false },
+    CheckDef { name: CheckName::Directories, rule: "directories held by descriptor, working directory or root, by (device, inode): one in both sessions fails when its permission bits allow writing", select: |o| o.kind == Kind::Dir, any_sharing_fails: false },
+    CheckDef { name: CheckName::OtherFiles, rule: "any other file type by (device, inode): fails when a holder can write it", select: |o| o.kind == Kind::Other, any_sharing_fails: false },
+    CheckDef { name: CheckName::Locks, rule: "file locks (/proc/locks and fdinfo, POSIX, flock and OFD) by the locked file: a file locked from both sessions fails", select: |o| o.kind == Kind::Lock, any_sharing_fails: true },
 ];
 
 const HOLDERS_SHOWN: usize = 8;
@@ -218,7 +240,7 @@ fn compare(a: &SessionScan, b: &SessionScan, complete: bool) -> PairReport {
         .intersection(&pb)
         .map(|(pid, st)| {
             let h = |s: &SessionScan| {
-                s.info.processes.iter().filter(|p| p.pid == *pid).map(|p| Holder { pid: p.pid, comm: p.comm.clone(), via: p.found_by.join("+"), path: format!("/proc/{pid}"), mode: None, writes: false }).collect::<Vec<_>>()
+                s.info.processes.iter().filter(|p| p.pid == *pid).map(|p| Holder { pid: p.pid, comm: p.comm.clone(), via: p.found_by.iter().map(|f| f.as_str()).collect::<Vec<_>>().join("+"), path: format!("/proc/{pid}"), mode: None, writes: false }).collect::<Vec<_>>()
             };
             SharedObj {
                 kind: Kind::Process,
@@ -232,8 +254,8 @@ fn compare(a: &SessionScan, b: &SessionScan, complete: bool) -> PairReport {
         })
         .collect();
     checks.push(Check {
-        name: "processes",
-        rule: "host processes (PID and start time) found from the ledger and the PID namespace: any process in both sessions fails",
+        name: CheckName::Processes,
+        rule: Cow::Borrowed("host processes (PID and start time) found from the ledger and the PID namespace: any process in both sessions fails"),
         compared: BTreeMap::from([(ids[0].clone(), pa.len()), (ids[1].clone(), pb.len())]),
         pass: Some(shared_pids.is_empty()),
         shared: shared_pids,
@@ -251,8 +273,8 @@ fn compare(a: &SessionScan, b: &SessionScan, complete: bool) -> PairReport {
         }
         let mut extra_a = 0;
         let mut extra_b = 0;
-        if matches!(def.name, "eventfds" | "anon_inodes") {
-            let want_eventfd = def.name == "eventfds";
+        if matches!(def.name, CheckName::Eventfds | CheckName::AnonInodes) {
+            let want_eventfd = def.name == CheckName::Eventfds;
             extra_a = a.anon.iter().filter(|r| (r.name == "[eventfd]") == want_eventfd).count();
             extra_b = b.anon.iter().filter(|r| (r.name == "[eventfd]") == want_eventfd).count();
             for (x, y) in kcmp_pairs.iter().filter(|(x, _)| (x.name == "[eventfd]") == want_eventfd) {
@@ -268,7 +290,7 @@ fn compare(a: &SessionScan, b: &SessionScan, complete: bool) -> PairReport {
         let pass = shared.iter().all(|o| !o.fails_literal);
         checks.push(Check {
             name: def.name,
-            rule: def.rule,
+            rule: def.rule.into(),
             compared: BTreeMap::from([(ids[0].clone(), count(a, extra_a)), (ids[1].clone(), count(b, extra_b))]),
             shared,
             pass: Some(pass),
@@ -299,8 +321,8 @@ fn x_check(a: &SessionScan, b: &SessionScan) -> Check {
     let rule = "the X server's listening sockets: distinct socket inodes, abstract addresses in distinct network namespaces, path sockets that are distinct files";
     let (Some(xa), Some(xb)) = (a.info.x_server.as_ref(), b.info.x_server.as_ref()) else {
         return Check {
-            name: "x_socket",
-            rule,
+            name: CheckName::XSocket,
+            rule: rule.into(),
             compared: BTreeMap::from([(ids[0].clone(), a.info.x_server.as_ref().map_or(0, |x| x.sockets.len())), (ids[1].clone(), b.info.x_server.as_ref().map_or(0, |x| x.sockets.len()))]),
             shared: vec![],
             pass: None,
@@ -329,8 +351,8 @@ fn x_check(a: &SessionScan, b: &SessionScan) -> Check {
         }
     }
     Check {
-        name: "x_socket",
-        rule,
+        name: CheckName::XSocket,
+        rule: rule.into(),
         compared: BTreeMap::from([(ids[0].clone(), xa.sockets.len()), (ids[1].clone(), xb.sockets.len())]),
         pass: Some(shared.is_empty()),
         shared,
@@ -474,7 +496,7 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
         };
         return Ok(Report {
             drums: crate::record::VERSION,
-            kind: "audit",
+            kind: AuditType::Tag,
             t: crate::state::now(),
             duration_s: t0.elapsed().as_secs_f64(),
             rule: opts.rule,
@@ -548,7 +570,7 @@ mod tests {
     use super::*;
 
     fn obj(id: &str) -> ObjRef {
-        ObjRef { check: "devices", kind: Kind::Chr, id: id.into(), path: "/dev/x".into(), writable: true, pair: None }
+        ObjRef { check: CheckName::Devices, kind: Kind::Chr, id: id.into(), path: "/dev/x".into(), writable: true, pair: None }
     }
     fn pair(failing: &[&str], complete: bool) -> PairReport {
         let failing: Vec<ObjRef> = failing.iter().map(|i| obj(i)).collect();

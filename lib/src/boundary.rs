@@ -337,7 +337,7 @@ pub fn of_pidns(pidns: u64) -> Vec<ProcessBoundary> {
 
 /// How a session's processes compare with the boundary they must have: each confined, and each that
 /// the checkpoint's source had (same PID and command) with exactly the source's boundary.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Comparison {
     pub processes: Vec<ProcessBoundary>,
     /// Every process holds no more than a session may (the kept bounding set and a filter).

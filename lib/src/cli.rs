@@ -29,7 +29,7 @@ pub fn run<C: clap::Parser>(tool: &str, body: impl FnOnce(C) -> Result<()>) -> !
 
 /// Print an error as one JSON line on stderr; returns its exit code.
 pub fn report(tool: &str, e: &Error) -> i32 {
-    let line = serde_json::to_string(&e.to_json(tool)).unwrap_or_else(|_| "{}".into());
+    let line = serde_json::to_string(&e.to_record(tool)).unwrap_or_else(|_| "{}".into());
     let _ = writeln!(std::io::stderr().lock(), "{line}");
     e.exit_code()
 }

@@ -22,7 +22,7 @@ pub use links::{list as list_links, Link};
 
 use crate::error::{Error, Result};
 use crate::ledger::{Contents, Entry, Ledger, Resource};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -47,7 +47,7 @@ impl Default for DestroyOptions {
 }
 
 /// One resource in a report, with what happened to it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Item {
     #[serde(flatten)]
     pub res: Resource,
@@ -65,12 +65,14 @@ impl Item {
     }
 }
 
+crate::record_type!(DestroyType = "destroy");
+
 /// What a destroy found, removed, kept and could not remove.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DestroyReport {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: DestroyType,
     /// The session id from the ledger's owner entry; null when there was no readable ledger.
     pub session: Option<String>,
     pub state_dir: PathBuf,
@@ -104,7 +106,7 @@ impl DestroyReport {
     fn new(state_dir: &Path, dry_run: bool) -> DestroyReport {
         DestroyReport {
             drums: crate::record::VERSION,
-            kind: "destroy",
+            kind: DestroyType::Tag,
             session: None,
             state_dir: state_dir.to_path_buf(),
             dry_run,

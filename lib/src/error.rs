@@ -1,6 +1,6 @@
 //! One error type for every tool, and the one place where an error becomes an exit code.
 
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Exit codes shared by every Drums tool (documented in drums(7) and docs/record.md).
@@ -110,29 +110,22 @@ impl Error {
     }
 
     /// The one-line JSON object a tool prints on stderr.
-    pub fn to_json(&self, tool: &str) -> serde_json::Value {
-        let mut v = json!({
-            "drums": crate::record::VERSION,
-            "type": "error",
-            "tool": tool,
-            "kind": self.kind(),
-            "exit": self.exit_code(),
-            "message": self.to_string(),
-        });
+    pub fn to_record(&self, tool: &str) -> ErrorRecord {
+        let mut r = ErrorRecord::new(tool, self.kind(), self.exit_code(), self.to_string());
         match self {
-            Error::BadInput { field: Some(f), .. } => v["field"] = json!(f),
+            Error::BadInput { field: Some(f), .. } => r.field = Some(f.clone()),
             Error::Io { path, source, .. } => {
-                v["path"] = json!(path);
-                v["errno"] = json!(source.raw_os_error());
+                r.path = Some(path.clone());
+                r.errno = source.raw_os_error();
             }
             Error::Process { role, log, .. } => {
-                v["process"] = json!(role);
-                v["log"] = json!(log);
+                r.process = Some(role.clone());
+                r.log = Some(log.clone());
             }
-            Error::WithCleanup { cleanup, .. } => v["cleanup_error"] = json!(cleanup.to_string()),
+            Error::WithCleanup { cleanup, .. } => r.cleanup_error = Some(cleanup.to_string()),
             _ => {}
         }
-        v
+        r
     }
 }
 
@@ -154,5 +147,39 @@ impl<T> IoContext<T> for std::io::Result<T> {
 impl<T> IoContext<T> for nix::Result<T> {
     fn ctx(self, what: &str, path: impl AsRef<Path>) -> Result<T> {
         self.map_err(|e| Error::io(what, path, std::io::Error::from_raw_os_error(e as i32)))
+    }
+}
+
+crate::record_type!(ErrorType = "error");
+
+/// The error object on stderr (docs/record.md, "Error object"). The members after `message` are there
+/// only when they apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorRecord {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub record_type: ErrorType,
+    pub tool: String,
+    pub kind: String,
+    pub exit: i32,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// With `path`, when the failure has an OS error number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup_error: Option<String>,
+}
+
+impl ErrorRecord {
+    pub fn new(tool: &str, kind: &str, exit: i32, message: String) -> ErrorRecord {
+        ErrorRecord { drums: crate::record::VERSION, record_type: ErrorType::Tag, tool: tool.into(), kind: kind.into(), exit, message, field: None, path: None, errno: None, process: None, log: None, cleanup_error: None }
     }
 }

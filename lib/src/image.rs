@@ -167,7 +167,7 @@ pub fn check(r: &ImageRef, field: &str) -> Result<ImageRecord> {
 }
 
 /// The digest of a tree, and what it covered.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TreeDigest {
     pub digest: String,
     /// Entries of every kind, the top directory excluded.
@@ -464,7 +464,7 @@ mod tests {
 }
 
 /// What `drums-sweep --prune-root-images` did or (dry run) would do.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct PruneReport {
     pub dry_run: bool,
     /// Image and runtime layer directories removed (or to be removed), and unfinished builds.
@@ -473,7 +473,7 @@ pub struct PruneReport {
     pub kept: Vec<Kept>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Kept {
     pub dir: PathBuf,
     pub used_by: Vec<String>,
@@ -537,7 +537,7 @@ pub fn prune(dry_run: bool) -> Result<PruneReport> {
 
 /// An image's record as `drums-overlay image list` prints it: with whether its name points at it and
 /// what uses it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Listed {
     #[serde(flatten)]
     pub record: ImageRecord,
@@ -555,7 +555,7 @@ pub fn list() -> Vec<Listed> {
         .collect()
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Verified {
     pub image: PathBuf,
     pub digest_recorded: String,

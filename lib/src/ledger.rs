@@ -75,7 +75,7 @@ pub struct Contents {
 }
 
 /// A whole ledger line that is no entry of this version.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NotUnderstood {
     /// 1-based line number in the ledger.
     pub line: usize,

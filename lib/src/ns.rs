@@ -314,6 +314,21 @@ fn reap_all() {
     }
 }
 
+crate::record_type!(ProcessType = "process");
+
+/// What `drums-ns exec --detach` prints: docs/record.md, "Process record".
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessRecord {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub record_type: ProcessType,
+    pub session: String,
+    /// The PID inside the session.
+    pub pid: i32,
+    /// The PID on the host; null when it could not be told.
+    pub host_pid: Option<i32>,
+}
+
 /// How to run a command inside a session.
 #[derive(Default, Clone)]
 pub struct ExecOptions {

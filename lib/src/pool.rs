@@ -322,12 +322,14 @@ pub struct FillOptions {
     pub freeze: bool,
 }
 
+crate::record_type!(ParkedType = "pool_parked");
+
 /// One parked sibling, as the filler reports it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ParkedReport {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: ParkedType,
     pub pool: PathBuf,
     pub session: String,
     pub file: PathBuf,
@@ -335,12 +337,14 @@ pub struct ParkedReport {
     pub fill_s: FillTimes,
 }
 
+crate::record_type!(FillType = "pool_fill");
+
 /// What a filler did to one pool.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct FillReport {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: FillType,
     pub pool: PathBuf,
     pub made: u64,
     pub failed: u64,
@@ -407,7 +411,7 @@ pub fn fill(ckpts: &[Checkpoint], o: &FillOptions, mut parked: impl FnMut(&Parke
     // Set before any thread exists.
     std::env::set_var("DRUMS_OWNER", std::process::id().to_string());
     let me = crate::proc::me()?;
-    let report = |spool: &Spool, stopped: String| FillReport { drums: crate::record::VERSION, kind: "pool_fill", pool: spool.dir.clone(), made: 0, failed: 0, depth: None, elapsed_s: 0.0, stopped, failed_in_a_row: 0 };
+    let report = |spool: &Spool, stopped: String| FillReport { drums: crate::record::VERSION, kind: FillType::Tag, pool: spool.dir.clone(), made: 0, failed: 0, depth: None, elapsed_s: 0.0, stopped, failed_in_a_row: 0 };
     let mut busy = vec![];
     let mut pools = vec![];
     for c in ckpts {
@@ -562,16 +566,18 @@ fn make_ready(s: &mut Session, spool: &Spool, o: &FillOptions, me: &Owner, t0: I
     // Visible to takers only now, complete.
     let file = spool.ready().join(&name);
     std::fs::rename(&tmp, &file).ctx("rename", &file)?;
-    Ok(ParkedReport { drums: crate::record::VERSION, kind: "pool_parked", pool: spool.dir.clone(), session: s.id.clone(), file, frozen: o.freeze, fill_s })
+    Ok(ParkedReport { drums: crate::record::VERSION, kind: ParkedType::Tag, pool: spool.dir.clone(), session: s.id.clone(), file, frozen: o.freeze, fill_s })
 }
 
 // ---- drain ----------------------------------------------------------------------------------------
 
-#[derive(Debug, Serialize)]
+crate::record_type!(DrainType = "pool_drain");
+
+#[derive(Debug, Serialize, Deserialize)]
 pub struct DrainReport {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: DrainType,
     pub pool: PathBuf,
     pub destroyed: u64,
     pub left: u64,
@@ -586,7 +592,7 @@ pub const DRAIN_WAIT: Duration = Duration::from_secs(60);
 /// left. Taken sessions belong to their takers and are left alone.
 pub fn drain(spool: &Spool) -> Result<DrainReport> {
     let me = crate::proc::me()?;
-    let mut rep = DrainReport { drums: crate::record::VERSION, kind: "pool_drain", pool: spool.dir.clone(), destroyed: 0, left: 0, filler_running: false, spool_removed: false };
+    let mut rep = DrainReport { drums: crate::record::VERSION, kind: DrainType::Tag, pool: spool.dir.clone(), destroyed: 0, left: 0, filler_running: false, spool_removed: false };
     if spool.dir.is_dir() {
         // A filler at work would park more while we drain: wait for it (a looping filler never lets go).
         let lock = FillLock::take(spool, DRAIN_WAIT)?;
@@ -620,11 +626,13 @@ pub fn drain(spool: &Spool) -> Result<DrainReport> {
 
 // ---- status ---------------------------------------------------------------------------------------
 
-#[derive(Debug, Serialize)]
+crate::record_type!(StatusType = "pool_status");
+
+#[derive(Debug, Serialize, Deserialize)]
 pub struct StatusReport {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: StatusType,
     pub pool: PathBuf,
     pub checkpoint: String,
     /// Parked siblings (records in `ready/`), oldest first.
@@ -645,7 +653,7 @@ pub fn status(spool: &Spool) -> StatusReport {
     let parked = spool.parked();
     StatusReport {
         drums: crate::record::VERSION,
-        kind: "pool_status",
+        kind: StatusType::Tag,
         pool: spool.dir.clone(),
         checkpoint: spool.checkpoint.clone(),
         oldest_age_s: parked.first().map(|f| now_ms().saturating_sub(f.parked_ms) as f64 / 1000.0),

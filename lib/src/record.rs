@@ -10,6 +10,22 @@ use std::path::PathBuf;
 /// The record format version. A record whose `drums` member differs is refused.
 pub const VERSION: u32 = 1;
 
+/// A report's `type` member as a type of its own: one variant, serialized as the record's type name, so
+/// that decoding a record of another type fails instead of reading it as this one.
+/// `record_type!(SweepType = "sweep")` makes `SweepType::Tag`, written and read as `"sweep"`.
+#[macro_export]
+macro_rules! record_type {
+    ($name:ident = $value:literal) => {
+        #[doc = concat!("The `type` member `\"", $value, "\"`.")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            #[default]
+            #[serde(rename = $value)]
+            Tag,
+        }
+    };
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Owner {
     /// Host PID of the process that created the session (or took it from a pool).

@@ -8,7 +8,7 @@
 
 use super::sys::{dev_pair, kcmp, PidFd, ProcDir, ReadErr, Stat, KCMP_FILE, KCMP_FILES};
 use crate::record::Session;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Namespace kinds a session owns (`drums-ns` unshares them): sharing one between sessions is a finding.
@@ -16,7 +16,7 @@ pub const SESSION_NS: &[&str] = &["pid", "mnt", "net", "ipc", "uts"];
 /// Namespace kinds every session shares with the host by design (none is unshared): reported, not compared.
 pub const HOST_NS: &[&str] = &["user", "cgroup", "time"];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Process,
@@ -33,7 +33,7 @@ pub enum Kind {
     Lock,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Holder {
     /// Host PID.
     pub pid: i32,
@@ -49,7 +49,7 @@ pub struct Holder {
     pub writes: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Obj {
     pub kind: Kind,
     pub id: String,
@@ -77,19 +77,40 @@ pub struct AnonRef {
     pub holder: Holder,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessInfo {
     pub pid: i32,
     pub start_time: u64,
     /// PID inside the session's PID namespace.
     pub ns_pid: Option<i32>,
     pub comm: String,
-    /// `ledger`, `pid_namespace`, or both.
-    pub found_by: Vec<&'static str>,
+    pub found_by: Vec<FoundBy>,
     pub threads: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// How the audit found a process of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundBy {
+    /// A live process of the session's ledger (its start time matches).
+    Ledger,
+    /// A process in the session's PID namespace.
+    PidNamespace,
+    /// The session record's init, found by neither (it exited, or the ledger is unreadable).
+    Record,
+}
+
+impl FoundBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FoundBy::Ledger => "ledger",
+            FoundBy::PidNamespace => "pid_namespace",
+            FoundBy::Record => "record",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct XSocket {
     pub inode: u64,
     /// As /proc/net/unix shows it: `@...` abstract, else a path inside the session.
@@ -101,7 +122,7 @@ pub struct XSocket {
     pub file: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct XServer {
     pub pid: i32,
     pub ns_pid: i32,
@@ -111,7 +132,7 @@ pub struct XServer {
 }
 
 /// What the audit saw of one session (serialized into the report).
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct SessionInfo {
     pub id: String,
     pub init_pid: i32,
@@ -245,13 +266,13 @@ pub fn scan(s: &Session, anon_inode: Option<(u64, u64)>, locks: &[procfs::Lock])
     }
 
     // The processes: ledger and PID namespace.
-    let mut found: BTreeMap<i32, (Option<u64>, Vec<&'static str>)> = BTreeMap::new();
+    let mut found: BTreeMap<i32, (Option<u64>, Vec<FoundBy>)> = BTreeMap::new();
     match crate::ledger::read_file(&s.state_dir.join(crate::ledger::FILE_NAME)) {
         Ok(c) => {
             for r in c.live() {
                 if let crate::ledger::Resource::Process { pid, start_time, .. } = r {
                     if crate::proc::start_time(pid) == Some(start_time) {
-                        found.entry(pid).or_insert((Some(start_time), vec![])).1.push("ledger");
+                        found.entry(pid).or_insert((Some(start_time), vec![])).1.push(FoundBy::Ledger);
                     } else {
                         sc.info.ledger_processes_gone.push(pid);
                     }
@@ -265,9 +286,9 @@ pub fn scan(s: &Session, anon_inode: Option<(u64, u64)>, locks: &[procfs::Lock])
         }
     }
     for pid in crate::proc::pids_in_pidns(ns.inodes.pid) {
-        found.entry(pid).or_insert((None, vec![])).1.push("pid_namespace");
+        found.entry(pid).or_insert((None, vec![])).1.push(FoundBy::PidNamespace);
     }
-    found.entry(ns.init_pid).or_insert_with(|| (Some(ns.init_start_time), vec!["record"]));
+    found.entry(ns.init_pid).or_insert_with(|| (Some(ns.init_start_time), vec![FoundBy::Record]));
 
     for (pid, (start, by)) in found {
         let d = match ProcDir::open(pid, start) {

@@ -27,7 +27,7 @@
 use super::{fsops, links, DestroyOptions, DestroyReport};
 use crate::error::{Error, Result};
 use crate::ledger::{Contents, Entry, Resource};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -83,21 +83,28 @@ pub struct SweepOptions {
 }
 
 /// What the sweep thought of one session.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verdict {
     pub state_dir: PathBuf,
     pub session: Option<String>,
-    /// `orphan` (destroyed), `kept`, or `refused` (an orphan whose ledger holds a line this version does
-    /// not understand: nothing of it removed).
-    pub verdict: &'static str,
+    pub verdict: Judged,
     pub reason: String,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Judged {
+    /// Its owner is gone (or its time to live is over): destroyed.
+    Orphan,
+    Kept,
+    /// An orphan whose ledger holds a line this version does not understand: nothing of it removed.
+    Refused,
+}
+
 /// One unledgered object.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Leftover {
-    /// `process`, `link`, `mount`, `cgroup`, `slot`, `checkpoint`.
-    pub kind: &'static str,
+    pub kind: LeftoverKind,
     /// The link name, mount point, cgroup directory or slot file; for a process, its host pid.
     pub name: String,
     /// Why it is Drums', and what became of it.
@@ -106,7 +113,21 @@ pub struct Leftover {
     pub errno: Option<i32>,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+/// What an unledgered object is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeftoverKind {
+    Process,
+    Link,
+    Mount,
+    Cgroup,
+    Slot,
+    Checkpoint,
+    /// An orphan session whose destroy failed (in `unledgered.left` only: `name` is its state directory).
+    Session,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Unledgered {
     pub found: Vec<Leftover>,
     /// With --dry-run: what would be removed now.
@@ -119,11 +140,13 @@ pub struct Unledgered {
     pub left: Vec<Leftover>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+crate::record_type!(SweepType = "sweep");
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepReport {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: SweepType,
     pub dry_run: bool,
     pub at: f64,
     pub older_than_s: f64,
@@ -147,7 +170,7 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
     let now = crate::state::now();
     let mut rep = SweepReport {
         drums: crate::record::VERSION,
-        kind: "sweep",
+        kind: SweepType::Tag,
         dry_run: dry,
         at: now,
         older_than_s: opts.older_than.as_secs_f64(),
@@ -161,12 +184,12 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
     for dir in session_dirs() {
         // Only a directory named like a session is one: anything else put here is not Drums' to remove.
         if let Err(e) = super::check_state_dir(&dir) {
-            rep.sessions.push(Verdict { state_dir: dir, session: None, verdict: "kept", reason: format!("left alone: {e}") });
+            rep.sessions.push(Verdict { state_dir: dir, session: None, verdict: Judged::Kept, reason: format!("left alone: {e}") });
             continue;
         }
         let (verdict, reason) = judge(&dir, now, opts, &crate::state::pools_root());
         let session = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)).ok().and_then(|c| c.owner().map(|o| o.0.to_string()));
-        rep.sessions.push(Verdict { state_dir: dir.clone(), session, verdict: if verdict { "orphan" } else { "kept" }, reason });
+        rep.sessions.push(Verdict { state_dir: dir.clone(), session, verdict: if verdict { Judged::Orphan } else { Judged::Kept }, reason });
         if verdict {
             match super::destroy(&dir, &opts.destroy) {
                 Ok(d) => {
@@ -178,12 +201,12 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport> {
                 Err(e @ Error::NotUnderstood(_)) => {
                     rep.refused += 1;
                     let v = rep.sessions.last_mut().expect("pushed above");
-                    v.verdict = "refused";
+                    v.verdict = Judged::Refused;
                     v.reason = format!("{}; not destroyed: {e}", v.reason);
                 }
                 Err(e) => {
                     rep.left += 1;
-                    rep.unledgered.left.push(Leftover { kind: "session", name: dir.display().to_string(), note: e.to_string(), errno: None });
+                    rep.unledgered.left.push(Leftover { kind: LeftoverKind::Session, name: dir.display().to_string(), note: e.to_string(), errno: None });
                 }
             }
         }
@@ -420,7 +443,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         }
         let age = process_age(start);
         let n = crate::proc::pids_in_pidns(pidns).len();
-        let lo = Leftover { kind: "process", name: init_pid.to_string(), note: format!("{why}, PID 1 of a namespace with {n} process(es), in no ledger"), errno: None };
+        let lo = Leftover { kind: LeftoverKind::Process, name: init_pid.to_string(), note: format!("{why}, PID 1 of a namespace with {n} process(es), in no ledger"), errno: None };
         cands.push((lo, Candidate::Process { init_pid, start, pidns }, dated(String::new(), Some(age))));
     }
     let all_links = links::list().unwrap_or_default();
@@ -431,7 +454,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
     };
     for l in &all_links {
         if l.name.starts_with(crate::state::NAME_PREFIX) && !k.links.contains(&l.name) && !peer_claimed(l, &k.links) {
-            let lo = Leftover { kind: "link", name: l.name.clone(), note: format!("named {}*, in no ledger", crate::state::NAME_PREFIX), errno: None };
+            let lo = Leftover { kind: LeftoverKind::Link, name: l.name.clone(), note: format!("named {}*, in no ledger", crate::state::NAME_PREFIX), errno: None };
             let age = dated(format!("link:{}:{}", l.name, l.index), None);
             cands.push((lo, Candidate::Link(l.name.clone()), age));
         }
@@ -444,7 +467,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         if p == &root || !p.starts_with(&root) || k.mounts.contains(p) || k.dirs.iter().any(|d| p.starts_with(d)) {
             continue;
         }
-        let lo = Leftover { kind: "mount", name: p.display().to_string(), note: format!("below the state root {}, in no ledger", root.display()), errno: None };
+        let lo = Leftover { kind: LeftoverKind::Mount, name: p.display().to_string(), note: format!("below the state root {}, in no ledger", root.display()), errno: None };
         let age = dated(format!("mount:{}:{}", m.id, p.display()), None);
         cands.push((lo, Candidate::Mount(p.clone()), age));
     }
@@ -460,7 +483,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
             if k.cgroups.contains(&p) || k.ids.contains(&name) {
                 continue;
             }
-            let lo = Leftover { kind: "cgroup", name: p.display().to_string(), note: format!("below {}, in no ledger", parent.display()), errno: None };
+            let lo = Leftover { kind: LeftoverKind::Cgroup, name: p.display().to_string(), note: format!("below {}, in no ledger", parent.display()), errno: None };
             let age = dated(format!("cgroup:{}", p.display()), None);
             cands.push((lo, Candidate::Cgroup(p), age));
         }
@@ -475,7 +498,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         if !holder.is_empty() && k.ids.contains(holder.trim()) {
             continue;
         }
-        let lo = Leftover { kind: "slot", name: p.display().to_string(), note: "an address slot in no ledger".into(), errno: None };
+        let lo = Leftover { kind: LeftoverKind::Slot, name: p.display().to_string(), note: "an address slot in no ledger".into(), errno: None };
         let age = dated(format!("slot:{}", p.display()), None);
         cands.push((lo, Candidate::Slot(p), age));
     }
@@ -487,7 +510,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         if !e.file_type().is_ok_and(|t| t.is_dir()) || p.extension().is_none_or(|x| x != "partial") || k.dir_res.contains(&p) {
             continue;
         }
-        let lo = Leftover { kind: "checkpoint", name: p.display().to_string(), note: "an unfinished checkpoint in no ledger".into(), errno: None };
+        let lo = Leftover { kind: LeftoverKind::Checkpoint, name: p.display().to_string(), note: "an unfinished checkpoint in no ledger".into(), errno: None };
         let age = dated(String::new(), Some(mtime_age(&p, now)));
         cands.push((lo, Candidate::Partial(p), age));
     }
@@ -513,7 +536,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         } else {
             "mapped files of a checkpoint that is gone"
         };
-        let lo = Leftover { kind: "checkpoint", name: p.display().to_string(), note: note.into(), errno: None };
+        let lo = Leftover { kind: LeftoverKind::Checkpoint, name: p.display().to_string(), note: note.into(), errno: None };
         let age = dated(String::new(), Some(mtime_age(&p, now)));
         cands.push((lo, Candidate::Partial(p), age));
     }

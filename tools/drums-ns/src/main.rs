@@ -3,30 +3,6 @@ use drums::cli;
 use drums_ns::cli::{Args, Cmd};
 use std::path::PathBuf;
 
-/// What `exec --detach` prints: docs/record.md, "Process record".
-#[derive(serde::Serialize)]
-struct ProcessRecord<'a> {
-    drums: u32,
-    #[serde(rename = "type")]
-    record_type: &'static str,
-    session: &'a str,
-    pid: i32,
-    host_pid: Option<i32>,
-}
-
-/// The error object of a command that could not be started: docs/record.md, "Error object", kind
-/// `exec_failed`, with a shell's status 127.
-#[derive(serde::Serialize)]
-struct ExecFailed<'a> {
-    drums: u32,
-    #[serde(rename = "type")]
-    record_type: &'static str,
-    tool: &'static str,
-    kind: &'static str,
-    exit: i32,
-    message: &'a str,
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("init") {
@@ -66,11 +42,11 @@ fn main() {
             let opts = drums::ns::ExecOptions { detach, log, env, cwd, uid_gid, pass_terminal };
             let sp = drums::ns::spawn(&s, &command, &opts)?;
             if detach {
-                cli::emit(&ProcessRecord { drums: drums::record::VERSION, record_type: "process", session: &s.id, pid: sp.ns_pid, host_pid: sp.host_pid })
+                cli::emit(&drums::ns::ProcessRecord { drums: drums::record::VERSION, record_type: drums::ns::ProcessType::Tag, session: s.id.clone(), pid: sp.ns_pid, host_pid: sp.host_pid })
             } else {
                 if let Some(e) = &sp.exec_error {
                     // The command never ran: say why, in the tools' error format, with a shell's status.
-                    let rec = ExecFailed { drums: drums::record::VERSION, record_type: "error", tool: "drums-ns", kind: "exec_failed", exit: 127, message: e };
+                    let rec = drums::error::ErrorRecord::new("drums-ns", "exec_failed", 127, e.to_string());
                     eprintln!("{}", serde_json::to_string(&rec).expect("the error object serializes"));
                 }
                 std::process::exit(sp.status.unwrap_or(0))
