@@ -22,16 +22,16 @@ fn version_goes_to_stdout_and_exits_zero() {
     }
 }
 
-fn assert_json_error(t: &str, o: &std::process::Output, code: i32, kind: &str) {
+/// The error object of a failed run (its `type` is checked by decoding it), after checking it is the
+/// one error it should be.
+fn assert_json_error(t: &str, o: &std::process::Output, code: i32, kind: &str) -> drums::error::ErrorRecord {
     assert_eq!(o.status.code(), Some(code), "{t}: exit code; stderr: {}", text(&o.stderr));
     assert!(o.stdout.is_empty(), "{t}: stdout must stay empty on error, got {}", text(&o.stdout));
-    let err = text(&o.stderr);
-    let last = err.lines().last().unwrap_or_default();
-    let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{t}: stderr is not JSON ({e}): {err}"));
-    assert_eq!(v["type"], "error", "{t}");
-    assert_eq!(v["kind"], kind, "{t}: {v}");
-    assert_eq!(v["exit"], code, "{t}");
-    assert_eq!(v["tool"], *t, "{t}");
+    let v = error_record(&o.stderr);
+    assert_eq!(v.kind, kind, "{t}: {}", json(&v));
+    assert_eq!(v.exit, code, "{t}");
+    assert_eq!(v.tool, *t, "{t}");
+    v
 }
 
 #[test]
@@ -56,9 +56,8 @@ fn wrong_version_and_missing_fields_are_named() {
     let rec = r#"{"drums":99,"type":"session","id":"d-1"}"#;
     for (t, args) in record_readers() {
         let o = run(t, args, rec);
-        assert_json_error(t, &o, 3, "bad_input");
-        let v: serde_json::Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap()).unwrap();
-        assert_eq!(v["field"], "drums", "{t}: {v}");
+        let v = assert_json_error(t, &o, 3, "bad_input");
+        assert_eq!(v.field.as_deref(), Some("drums"), "{t}: {}", json(&v));
     }
 }
 

@@ -5,7 +5,7 @@
 //! another one's source address.
 
 use drums_tests::*;
-use serde_json::Value;
+use drums::record::{Checkpoint, Net, Session};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -35,28 +35,27 @@ impl Drop for Made {
 
 use drums_tests::run_pipeline as pipeline;
 
-fn cold(made: &mut Made) -> Value {
+fn cold(made: &mut Made) -> Session {
     let o = pipeline("cold.sh", &[], "");
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     made.sessions.add(&text(&o.stdout));
-    serde_json::from_str(text(&o.stdout).trim()).unwrap()
+    decode(&text(&o.stdout))
 }
 
 /// A checkpoint of `src` (`args`: drums-ckpt's), removed with `made`.
-fn checkpoint(made: &mut Made, src: &Value, args: &[&str]) -> String {
-    let ckpt = run_ok("drums-ckpt", args, &src.to_string());
-    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-    made.ckpt_dir = Some(c["dir"].as_str().unwrap().into());
+fn checkpoint(made: &mut Made, src: &Session, args: &[&str]) -> String {
+    let ckpt = run_ok("drums-ckpt", args, &json(src));
+    made.ckpt_dir = Some(decode::<Checkpoint>(&ckpt).dir);
     ckpt
 }
 
 /// One reseeded, ready sibling.
-fn restore(made: &mut Made, ckpt: &str) -> Value {
+fn restore(made: &mut Made, ckpt: &str) -> Session {
     let out = run_ok("drums-restore", &[], ckpt);
     made.sessions.add(&out);
     let out = run_ok("drums-ready", &[], &run_ok("drums-reseed", &[], &out));
     made.sessions.add(&out);
-    serde_json::from_str(out.trim()).unwrap()
+    decode(&out)
 }
 
 fn sh(cmd: &str, args: &[&str]) -> String {
@@ -100,14 +99,14 @@ fn counter(chain: &str, rule: &str) -> u64 {
     line.split_whitespace().skip_while(|w| *w != "packets").nth(1).unwrap().parse().unwrap()
 }
 
-fn id(s: &Value) -> &str {
-    s["id"].as_str().unwrap()
+fn id(s: &Session) -> &str {
+    &s.id
 }
-fn init_pid(s: &Value) -> String {
-    s["ns"]["init_pid"].as_i64().unwrap().to_string()
+fn init_pid(s: &Session) -> String {
+    s.ns().expect("the session has namespaces").init_pid.to_string()
 }
-fn addr<'a>(s: &'a Value, which: &str) -> &'a str {
-    s["net"][which].as_str().unwrap()
+fn net(s: &Session) -> &Net {
+    s.net().expect("the session has a network")
 }
 
 const CONNECT: &str = r#"
@@ -122,7 +121,7 @@ except Exception as e:
 "#;
 
 /// A TCP connection from inside session `s` to addr:port: "connected" or "failed ...".
-fn connect_from(s: &Value, to: &str, port: u16) -> String {
+fn connect_from(s: &Session, to: &str, port: u16) -> String {
     let o = run("drums-ns", &["exec", "--session", id(s), "--", "python3", "-c", CONNECT, to, &port.to_string()], "");
     assert!(o.status.success(), "drums-ns exec: {}", text(&o.stderr));
     text(&o.stdout).trim().to_string()
@@ -130,8 +129,8 @@ fn connect_from(s: &Value, to: &str, port: u16) -> String {
 
 /// What root in a session may do to its own network namespace, done from the host: route everything to
 /// the host, so that a refusal is the firewall's and not a missing route's.
-fn route_all_to_host(s: &Value) {
-    sh("nsenter", &[&format!("--net=/proc/{}/ns/net", init_pid(s)), "ip", "route", "replace", "default", "via", addr(s, "host_addr")]);
+fn route_all_to_host(s: &Session) {
+    sh("nsenter", &[&format!("--net=/proc/{}/ns/net", init_pid(s)), "ip", "route", "replace", "default", "via", net(s).host_addr.as_str()]);
 }
 
 /// An address of the host other than any session's veth: its source address towards the internet, else
@@ -160,7 +159,7 @@ fn other_host_addr() -> HostAddr {
 
 /// From inside `s`: the host's listener can be reached neither on the session's veth address nor on
 /// another address of the host, and no other session's guest can be reached.
-fn assert_cut_off(s: &Value, others: &[&Value], host: &HostAddr) {
+fn assert_cut_off(s: &Session, others: &[&Session], host: &HostAddr) {
     route_all_to_host(s);
     let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -170,16 +169,16 @@ fn assert_cut_off(s: &Value, others: &[&Value], host: &HostAddr) {
     std::net::TcpStream::connect_timeout(&format!("{}:{port}", host.0).parse().unwrap(), Duration::from_secs(2)).expect("the host reaches its own listener");
     std::thread::sleep(Duration::from_millis(100));
     listener.accept().expect("the host's own connection");
-    assert_eq!(connect_from(s, addr(s, "session_addr"), drums::desktop::GUEST_PORT), "connected", "the session reaches its own guest");
+    assert_eq!(connect_from(s, net(s).session_addr.as_str(), drums::desktop::GUEST_PORT), "connected", "the session reaches its own guest");
 
     let dropped = counter("input", "iifname \"drums*\" counter");
-    for to in [addr(s, "host_addr"), host.0.as_str()] {
+    for to in [net(s).host_addr.as_str(), host.0.as_str()] {
         let r = connect_from(s, to, port);
         assert!(r.starts_with("failed"), "{} reached the host's listener at {to}:{port}: {r}", id(s));
     }
     assert!(counter("input", "iifname \"drums*\" counter") >= dropped + 2, "the connections were not dropped by the firewall's input rule");
     for o in others {
-        let (guest, their_host_end) = (addr(o, "session_addr"), addr(o, "host_addr"));
+        let (guest, their_host_end) = (net(o).session_addr.as_str(), net(o).host_addr.as_str());
         let r = connect_from(s, guest, drums::desktop::GUEST_PORT);
         assert!(r.starts_with("failed"), "{} reached {}'s guest at {guest}: {r}", id(s), id(o));
         let r = connect_from(s, their_host_end, port);
@@ -215,11 +214,11 @@ fn the_firewall_comes_back_on_every_restore() {
         let o = run_owned_tool("drums-pool", &["fill", "--depth", "1"], &ckpt);
         assert!(o.status.success(), "pool-fill: {}{}", text(&o.stdout), text(&o.stderr));
         assert_firewall_whole(&allowed);
-        let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-        let o = run_owned_tool("drums-pool", &["take", "--checkpoint", c["id"].as_str().unwrap()], "");
+        let c: Checkpoint = decode(&ckpt);
+        let o = run_owned_tool("drums-pool", &["take", "--checkpoint", &c.id], "");
         assert!(o.status.success(), "pool-take: {}", text(&o.stderr));
         made.sessions.add(&text(&o.stdout));
-        let b: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+        let b: Session = decode(&text(&o.stdout));
         assert_cut_off(&b, &[&a], &host);
         assert_cut_off(&a, &[&b], &host);
 
@@ -277,10 +276,10 @@ impl Drop for GroupFiles {
 const CONNECT_AS: &str = "import socket, sys\ntry:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), 3)\n    print('connected')\nexcept Exception as e:\n    print('failed', type(e).__name__, e)\n";
 
 /// A TCP connection from the host to `s`'s guest as `user` (its own uid and groups; None: root).
-fn guest_as(user: Option<&str>, s: &Value) -> String {
+fn guest_as(user: Option<&str>, s: &Session) -> String {
     // The system's Python: the one on PATH may live in root's home, which other users cannot read.
     let port = drums::desktop::GUEST_PORT.to_string();
-    let py = ["/usr/bin/python3", "-c", CONNECT_AS, addr(s, "session_addr"), port.as_str()];
+    let py = ["/usr/bin/python3", "-c", CONNECT_AS, net(s).session_addr.as_str(), port.as_str()];
     let o = match user {
         None => Command::new(py[0]).args(&py[1..]).output().unwrap(),
         Some(u) => {
@@ -352,7 +351,7 @@ fn only_root_and_group_drums_open_connections_into_sessions() {
 
 /// Send `n` UDP datagrams sport -> dport from inside `s`'s network namespace, as raw Ethernet frames on
 /// its eth0 (what root in a session can do), with source address `src` and destination `dst`.
-fn send_raw(s: &Value, src: &str, dst: &str, sport: u16, dport: u16, payload: &str, n: u32) {
+fn send_raw(s: &Session, src: &str, dst: &str, sport: u16, dport: u16, payload: &str, n: u32) {
     const SEND: &str = r#"
 import socket, struct, sys
 ifname, dmac, src, dst, sport, dport, payload, n = sys.argv[1:9]
@@ -370,10 +369,10 @@ frame = bytes.fromhex(dmac.replace(':', '')) + sock.getsockname()[4] + b'\x08\x0
 for _ in range(int(n)):
     sock.send(frame)
 "#;
-    let host_mac = std::fs::read_to_string(Path::new("/sys/class/net").join(addr(s, "host_if")).join("address")).unwrap();
+    let host_mac = std::fs::read_to_string(Path::new("/sys/class/net").join(net(s).host_if.as_str()).join("address")).unwrap();
     sh(
         "nsenter",
-        &[&format!("--net=/proc/{}/ns/net", init_pid(s)), "/usr/bin/python3", "-c", SEND, addr(s, "session_if"), host_mac.trim(), src, dst, &sport.to_string(), &dport.to_string(), payload, &n.to_string()],
+        &[&format!("--net=/proc/{}/ns/net", init_pid(s)), "/usr/bin/python3", "-c", SEND, net(s).session_if.as_str(), host_mac.trim(), src, dst, &sport.to_string(), &dport.to_string(), payload, &n.to_string()],
     );
 }
 
@@ -396,15 +395,15 @@ fn recv_within(sock: &std::net::UdpSocket, wait: Duration) -> Option<Vec<u8>> {
 /// `attacker` forges `victim`'s address into the host's UDP exchange with `victim` (a reply the input
 /// rule would accept as established): the anti-spoofing rule drops it and the host's socket gets nothing,
 /// while the victim's genuine reply arrives, and the attacker's own address passes that rule.
-fn assert_no_spoofing(attacker: &Value, victim: &Value) {
+fn assert_no_spoofing(attacker: &Session, victim: &Session) {
     const VICTIM_PORT: u16 = 9999;
     let sock = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
     let port = sock.local_addr().unwrap().port();
-    sock.connect((addr(victim, "session_addr"), VICTIM_PORT)).unwrap();
+    sock.connect((net(victim).session_addr.as_str(), VICTIM_PORT)).unwrap();
     sock.send(b"hello").unwrap();
     // Nothing listens there: the victim answers port unreachable, which recv_within skips.
     recv_within(&sock, Duration::from_millis(300));
-    let (victim_addr, host_end) = (addr(victim, "session_addr"), addr(victim, "host_addr"));
+    let (victim_addr, host_end) = (net(victim).session_addr.as_str(), net(victim).host_addr.as_str());
     let spoofed = || counter("prerouting", "fib saddr");
 
     let n = spoofed();
@@ -420,7 +419,7 @@ fn assert_no_spoofing(attacker: &Value, victim: &Value) {
 
     // The attacker's own address passes the anti-spoofing rule (and its new packets fall to the input rule).
     let (n, dropped) = (spoofed(), counter("input", "iifname \"drums*\" counter"));
-    send_raw(attacker, addr(attacker, "session_addr"), addr(attacker, "host_addr"), VICTIM_PORT, port, "own", 5);
+    send_raw(attacker, net(attacker).session_addr.as_str(), net(attacker).host_addr.as_str(), VICTIM_PORT, port, "own", 5);
     std::thread::sleep(Duration::from_millis(200));
     assert!(spoofed() < n + 5, "packets with the attacker's own address were dropped as spoofed");
     assert!(counter("input", "iifname \"drums*\" counter") >= dropped + 5, "packets with the attacker's own address did not reach the input rule");

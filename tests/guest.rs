@@ -366,9 +366,9 @@ fn python_hook_reseeds_random_on_sigusr1() {
 fn command_line_and_stopping() {
     let o = drums_tests::run("drums-guest", &["--user", "no-such-user-drums", "--listen", "127.0.0.1:0"], "");
     assert_eq!(o.status.code(), Some(4), "{}", drums_tests::text(&o.stderr));
-    let err: serde_json::Value = serde_json::from_str(drums_tests::text(&o.stderr).lines().last().unwrap()).unwrap();
-    assert_eq!((err["kind"].as_str(), err["tool"].as_str()), (Some("environment"), Some("drums-guest")));
-    assert!(err["message"].as_str().unwrap().contains("/etc/passwd"), "{err}");
+    let err = drums_tests::error_record(&o.stderr);
+    assert_eq!((err.kind.as_str(), err.tool.as_str()), ("environment", "drums-guest"));
+    assert!(err.message.contains("/etc/passwd"), "{err:?}");
     let o = drums_tests::run("drums-guest", &["--display", "host:1"], "");
     assert_eq!(o.status.code(), Some(2), "{}", drums_tests::text(&o.stderr));
 

@@ -7,11 +7,12 @@
 mod common;
 use common::*;
 use drums_tests::*;
+use drums::record::Session;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::process::Command;
 
-fn cold_session() -> (Value, Sessions) {
+fn cold_session() -> (Session, Sessions) {
     let image = drums::image::images_root().join(drums::image::DEFAULT_IMAGE).join("image.json");
     assert!(image.exists(), "no default root image ({}): run pipelines/setup.sh (pipelines/image.sh builds it)", image.display());
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
@@ -21,7 +22,7 @@ fn cold_session() -> (Value, Sessions) {
         .expect("run pipelines/cold.sh");
     let out = text(&o.stdout);
     assert!(o.status.success(), "cold.sh failed: {}\n{out}", text(&o.stderr));
-    let rec: Value = serde_json::from_str(out.trim()).expect("cold.sh prints one record");
+    let rec: Session = decode(&out);
     (rec, Sessions(vec![out]))
 }
 
@@ -51,7 +52,7 @@ fn osworld_task_e0df059f_through_a_real_session() {
     require_root();
     let _lock = session_lock();
     let (rec, _destroy) = cold_session();
-    let url = rec["desktop"]["guest_url"].as_str().expect("drums-desktop started the guest and recorded its URL");
+    let url = rec.desktop().unwrap().guest_url.as_deref().expect("drums-desktop started the guest and recorded its URL");
     let addr: SocketAddr = url.strip_prefix("http://").unwrap().trim_end_matches('/').parse().unwrap();
     // OSWorld's setup controller waits for /terminal and /screenshot to answer 200.
     assert!(wait_for(30, || std::net::TcpStream::connect(addr).is_ok() && get(addr, "/terminal").status == 200), "the guest at {url} does not answer");
@@ -87,14 +88,14 @@ fn osworld_task_e0df059f_through_a_real_session() {
 
     // The screenshot: a PNG of the display's size, showing the browser (its window is there, and the
     // screen is not the black root of a desktop without it).
-    let (w, h) = (rec["desktop"]["width"].as_u64().unwrap() as u32, rec["desktop"]["height"].as_u64().unwrap() as u32);
+    let (w, h) = (rec.desktop().unwrap().width, rec.desktop().unwrap().height);
     let r = get(addr, "/screenshot");
     assert_eq!(r.header("content-type"), Some("image/png"));
     let (pw, ph, px, bpp) = decode_png(&r.body);
     assert_eq!((pw, ph), (w, h));
     let black = px.chunks(bpp).filter(|p| p[0] < 8 && p[1] < 8 && p[2] < 8).count() as f64 / (pw * ph) as f64;
     assert!(black < 0.5, "{:.0}% of the screenshot is the black root: no browser", black * 100.0);
-    let title = rec["desktop"]["title"].as_str().unwrap();
+    let title = rec.desktop().unwrap().title.as_str();
     let r = post_json(addr, "/setup/activate_window", &json!({"window_name": title, "strict": true}));
     assert_eq!(r.status, 200, "no browser window titled {title:?}: {}", r.text());
 
@@ -138,7 +139,7 @@ fn osworld_python_controller_works_against_a_session() {
     );
     let _lock = session_lock();
     let (rec, _destroy) = cold_session();
-    let url = rec["desktop"]["guest_url"].as_str().unwrap();
+    let url = rec.desktop().unwrap().guest_url.as_deref().unwrap();
     let addr: SocketAddr = url.strip_prefix("http://").unwrap().trim_end_matches('/').parse().unwrap();
     assert!(wait_for(30, || std::net::TcpStream::connect(addr).is_ok()), "the guest at {url} does not answer");
     // Everything below is OSWorld's client code; the script only calls it and reports what it returned.
@@ -172,7 +173,7 @@ print(json.dumps(out))
         .unwrap();
     assert!(o.status.success(), "the OSWorld client failed: {}", text(&o.stderr));
     let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("{e}: {}", text(&o.stdout)));
-    let (w, h) = (rec["desktop"]["width"].clone(), rec["desktop"]["height"].clone());
+    let (w, h) = (rec.desktop().unwrap().width, rec.desktop().unwrap().height);
     assert_eq!(v["screenshot_is_png"], true, "{v}");
     assert_eq!(v["screen_size"], json!({"width": w, "height": h}));
     assert_eq!(v["platform"], "Linux");
@@ -213,7 +214,7 @@ fn accessibility_tree_shows_an_accessible_browser() {
     require_root();
     let _lock = session_lock();
     let (rec, _destroy) = cold_session();
-    let url = rec["desktop"]["guest_url"].as_str().unwrap();
+    let url = rec.desktop().unwrap().guest_url.as_deref().unwrap();
     let addr: SocketAddr = url.strip_prefix("http://").unwrap().trim_end_matches('/').parse().unwrap();
     assert!(wait_for(30, || std::net::TcpStream::connect(addr).is_ok()), "the guest at {url} does not answer");
     let mut last = String::new();

@@ -7,6 +7,9 @@
 //! orphan sweep.
 
 use drums_tests::*;
+use drums::destroy::sweep::{Judged, SweepReport};
+use drums::record::{Checkpoint, Session};
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,7 +43,7 @@ fn shared_task(rel: &str) -> PathBuf {
 }
 
 /// A clean checkpoint of a cold session on the default image, its record in a file (what path_to_vm names).
-fn checkpoint(tmp: &Path) -> (PathBuf, Value, RemoveOnDrop) {
+fn checkpoint(tmp: &Path) -> (PathBuf, Checkpoint, RemoveOnDrop) {
     checkpoint_on(tmp, drums::image::DEFAULT_IMAGE)
 }
 
@@ -48,7 +51,7 @@ fn checkpoint(tmp: &Path) -> (PathBuf, Value, RemoveOnDrop) {
 const OSWORLD_IMAGE: &str = "osworld";
 
 /// A clean checkpoint of a cold session on the root image `image`.
-fn checkpoint_on(tmp: &Path, image: &str) -> (PathBuf, Value, RemoveOnDrop) {
+fn checkpoint_on(tmp: &Path, image: &str) -> (PathBuf, Checkpoint, RemoveOnDrop) {
     let record = drums::image::images_root().join(image).join("image.json");
     let build = if image == OSWORLD_IMAGE { "pipelines/image.sh --name osworld --packages pipelines/images/osworld.packages" } else { "pipelines/setup.sh" };
     assert!(record.exists(), "no root image `{image}` ({}): build it with {build}", record.display());
@@ -62,8 +65,8 @@ fn checkpoint_on(tmp: &Path, image: &str) -> (PathBuf, Value, RemoveOnDrop) {
     let _guard = Sessions(vec![cold.clone()]);
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     let line = run_ok("drums-ckpt", &["--clean"], &cold);
-    let c: Value = serde_json::from_str(line.trim()).unwrap();
-    let remove = RemoveOnDrop(c["dir"].as_str().unwrap().into());
+    let c: Checkpoint = decode(&line);
+    let remove = RemoveOnDrop(c.dir.clone());
     let file = tmp.join("checkpoint.json");
     std::fs::write(&file, &line).unwrap();
     (file, c, remove)
@@ -129,6 +132,36 @@ out["held_after_close"] = env.provider.session
 print(json.dumps(out))
 "#;
 
+/// What EPISODE prints: the two sessions as the provider holds their records, and what the harness saw.
+#[derive(Debug, Deserialize)]
+struct Episode {
+    pid: i32,
+    first: Session,
+    second: Session,
+    same_after_first_reset: bool,
+    screenshot_is_png: bool,
+    ip: String,
+    score_before: f64,
+    score_after: f64,
+    first_gone: bool,
+    second_ip: String,
+    score_second: f64,
+    takes: Vec<Take>,
+    held_after_close: Option<String>,
+}
+
+/// One entry of the provider's `takes` (pipelines/osworld/drums_osworld/provider.py).
+#[derive(Debug, Deserialize)]
+struct Take {
+    #[allow(dead_code)]
+    session: String,
+    checkpoint: String,
+    /// `pool` or `restore`.
+    source: String,
+    #[allow(dead_code)]
+    seconds: f64,
+}
+
 #[test]
 fn osworld_desktop_env_runs_e0df059f_on_restored_siblings() {
     require_root();
@@ -141,28 +174,28 @@ fn osworld_desktop_env_runs_e0df059f_on_restored_siblings() {
     let o = python(EPISODE, &[task.to_str().unwrap(), ckpt_file.to_str().unwrap(), cache.to_str().unwrap()]).output().unwrap();
     let stdout = text(&o.stdout);
     assert!(o.status.success(), "the harness failed: {}\n{stdout}", text(&o.stderr));
-    let v: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    let (first, second) = (&v["first"], &v["second"]);
+    let v: Episode = decode(stdout.lines().last().unwrap_or(""));
+    let (first, second) = (&v.first, &v.second);
     // Both sessions are siblings restored from the checkpoint, owned by the harness process.
     for s in [first, second] {
-        assert_eq!(s["restore"]["checkpoint"], ckpt["id"], "not a sibling of the checkpoint: {s}");
-        assert_eq!(s["owner"]["pid"], v["pid"], "the harness does not own its session: {s}");
-        assert!(s["reseed"].is_object(), "the sibling was not reseeded: {s}");
+        assert_eq!(s.restore.as_ref().map(|r| r.checkpoint.as_str()), Some(ckpt.id.as_str()), "not a sibling of the checkpoint: {}", json(s));
+        assert_eq!(s.owner.pid, v.pid, "the harness does not own its session: {}", json(s));
+        assert!(s.reseed.is_some(), "the sibling was not reseeded: {}", json(s));
     }
-    assert_eq!(v["same_after_first_reset"], true, "the first reset (a clean session) took another session");
-    assert_eq!(v["screenshot_is_png"], true);
-    let host = |s: &Value| s["desktop"]["guest_url"].as_str().unwrap().trim_start_matches("http://").split(':').next().unwrap().to_string();
-    assert_eq!(v["ip"], host(first).as_str());
-    assert_eq!(v["score_before"].as_f64(), Some(0.0), "{v}");
-    assert_eq!(v["score_after"].as_f64(), Some(1.0), "the rename through env.step did not complete the task: {v}");
-    assert_ne!(first["id"], second["id"], "the second reset did not give a fresh sibling");
-    assert_eq!(v["first_gone"], true, "the old session was not destroyed by the revert");
-    assert_eq!(v["second_ip"], host(second).as_str(), "DesktopEnv does not talk to the fresh sibling");
-    assert_eq!(v["score_second"].as_f64(), Some(0.0), "the fresh sibling is not fresh: {v}");
-    assert_eq!(v["takes"].as_array().map(Vec::len), Some(2), "{v}");
-    assert_eq!(v["held_after_close"], Value::Null);
+    assert!(v.same_after_first_reset, "the first reset (a clean session) took another session");
+    assert!(v.screenshot_is_png);
+    let host = |s: &Session| s.desktop().unwrap().guest_url.as_deref().unwrap().trim_start_matches("http://").split(':').next().unwrap().to_string();
+    assert_eq!(v.ip, host(first));
+    assert_eq!(v.score_before, 0.0, "{v:?}");
+    assert_eq!(v.score_after, 1.0, "the rename through env.step did not complete the task: {v:?}");
+    assert_ne!(first.id, second.id, "the second reset did not give a fresh sibling");
+    assert!(v.first_gone, "the old session was not destroyed by the revert");
+    assert_eq!(v.second_ip, host(second), "DesktopEnv does not talk to the fresh sibling");
+    assert_eq!(v.score_second, 0.0, "the fresh sibling is not fresh: {v:?}");
+    assert_eq!(v.takes.len(), 2, "{v:?}");
+    assert_eq!(v.held_after_close, None);
     for s in [first, second] {
-        assert!(!Path::new(s["state_dir"].as_str().unwrap()).exists(), "close left {}", s["id"]);
+        assert!(!s.state_dir.exists(), "close left {}", s.id);
     }
 }
 
@@ -188,16 +221,17 @@ os.kill(os.getpid(), 9)
     let _guard = Sessions(vec![line.clone()]);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(o.status.signal(), Some(9), "the harness was to die by SIGKILL: {}", text(&o.stderr));
-    let s: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line} {}", text(&o.stderr)));
-    let dir = s["state_dir"].as_str().unwrap();
-    assert!(Path::new(dir).exists(), "the session went with the harness: nothing to sweep");
+    assert!(!line.trim().is_empty(), "the harness printed no session: {}", text(&o.stderr));
+    let s: Session = decode(&line);
+    assert!(s.state_dir.exists(), "the session went with the harness: nothing to sweep");
     // The orphan sweep's plan (a dry run: other engineers' orphans on this machine are the cron's to
     // take) destroys it as an orphan; the guard then destroys it by its record.
     let sweep = Command::new(tool("drums-sweep")).args(["--orphans", "--dry-run", "--older-than", "0"]).env("PATH", path_with_tools()).output().unwrap();
-    let report = text(&sweep.stdout);
-    let id = s["id"].as_str().unwrap();
-    let planned = report.contains(&format!("\"{id}\""));
-    assert!(planned, "the orphan sweep does not plan to destroy the dead harness's session {id}: {report}{}", text(&sweep.stderr));
+    let report: SweepReport = decode(&text(&sweep.stdout));
+    let id = s.id.as_str();
+    let judged_orphan = report.sessions.iter().any(|v| v.session.as_deref() == Some(id) && v.verdict == Judged::Orphan);
+    let planned = report.destroyed.iter().any(|d| d.session.as_deref() == Some(id) && d.dry_run && !d.planned.is_empty());
+    assert!(judged_orphan && planned, "the orphan sweep does not plan to destroy the dead harness's session {id}: {}{}", json(&report), text(&sweep.stderr));
 }
 
 /// Drains a checkpoint's warm pool when dropped (its parked siblings are the filler's, not the test's).
@@ -217,7 +251,7 @@ fn start_emulator_takes_from_the_warm_pool() {
     let _lock = session_lock();
     let tmp = temp_dir("pool");
     let (ckpt_file, ckpt, _remove) = checkpoint(&tmp.0);
-    let id = ckpt["id"].as_str().unwrap().to_string();
+    let id = ckpt.id.clone();
     let _drain = DrainOnDrop(id.clone());
     let fill = Command::new(tool("drums-pool"))
         .args(["fill", "--checkpoint", &id, "--depth", "1"])
@@ -241,11 +275,12 @@ print(json.dumps(env.provider.takes))
     let o = python(script, &[ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()]).output().unwrap();
     let out = text(&o.stdout);
     assert!(o.status.success(), "the harness failed: {}\n{out}", text(&o.stderr));
-    let takes: Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}"));
-    eprintln!("takes: {takes}");
-    assert_eq!(takes[0]["source"], "pool", "{takes}");
-    assert_eq!(takes[1]["source"], "restore", "the pool held one sibling: {takes}");
-    assert!(takes.as_array().unwrap().iter().all(|t| t["checkpoint"] == ckpt["id"]));
+    let takes: Vec<Take> = decode(out.lines().last().unwrap_or(""));
+    eprintln!("takes: {takes:?}");
+    assert_eq!(takes.len(), 2, "{takes:?}");
+    assert_eq!(takes[0].source, "pool", "{takes:?}");
+    assert_eq!(takes[1].source, "restore", "the pool held one sibling: {takes:?}");
+    assert!(takes.iter().all(|t| t.checkpoint == ckpt.id), "{takes:?}");
 }
 
 /// A restored sibling through DesktopEnv: the task's config with `extra` steps appended, then `action`
@@ -279,9 +314,17 @@ finally:
 print(json.dumps(out))
 "#;
 
+/// What A11Y_EPISODE prints.
+#[derive(Debug, Deserialize)]
+struct A11yEpisode {
+    session: Session,
+    tree: Option<String>,
+    terminal: Option<String>,
+}
+
 /// Runs A11Y_EPISODE from the shared task e0df059f on a checkpoint of `image`; asserts a restored sibling
 /// and every `wanted` string in its tree, and returns what the episode saw.
-fn a11y_episode(image: &str, tag: &str, extra: Value, action: &str, wanted: &[&str]) -> Value {
+fn a11y_episode(image: &str, tag: &str, extra: Value, action: &str, wanted: &[&str]) -> A11yEpisode {
     require_root();
     let task = shared_task(TASK);
     let _ = harness_dir();
@@ -293,9 +336,9 @@ fn a11y_episode(image: &str, tag: &str, extra: Value, action: &str, wanted: &[&s
     let o = python(A11Y_EPISODE, &args).output().unwrap();
     let out = text(&o.stdout);
     assert!(o.status.success(), "the harness failed: {}\n{out}", text(&o.stderr));
-    let v: Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}"));
-    assert!(v["session"]["restore"].is_object(), "not a restored sibling: {}", v["session"]);
-    let tree = v["tree"].as_str().unwrap_or_default();
+    let v: A11yEpisode = decode(out.lines().last().unwrap_or(""));
+    assert!(v.session.restore.is_some(), "not a restored sibling: {}", json(&v.session));
+    let tree = v.tree.as_deref().unwrap_or_default();
     let named: Vec<&str> = tree
         .split('<')
         .filter(|t| ["application name=", "frame name=", "page-tab name=", "document-web name="].iter().any(|k| t.starts_with(k)))
@@ -339,8 +382,8 @@ fn gedit_a_task_launches_shows_in_the_accessibility_tree_on_the_osworld_image() 
 #[ignore = "needs the OSWorld image (pipelines/image.sh --name osworld ...), which the suite does not build"]
 fn ctrl_alt_t_opens_a_terminal_on_the_osworld_image() {
     let v = a11y_episode(OSWORLD_IMAGE, "terminal", serde_json::json!([]), "import pyautogui; pyautogui.hotkey('ctrl', 'alt', 't')", &["<application name=\"gnome-terminal-server\"", "<frame name=\"user@"]);
-    let terminal = v["terminal"].as_str().unwrap_or_default();
-    assert!(terminal.contains("user@"), "/terminal does not read the terminal's prompt: {:?}", v["terminal"]);
+    let terminal = v.terminal.as_deref().unwrap_or_default();
+    assert!(terminal.contains("user@"), "/terminal does not read the terminal's prompt: {:?}", v.terminal);
 }
 
 /// On the OSWorld image, the vlc task 215dfd39 verbatim: its setup launches VLC, whose web interface
@@ -386,10 +429,21 @@ print(json.dumps(out))
     let o = python(script, &[task.to_str().unwrap(), ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()]).output().unwrap();
     let out = text(&o.stdout);
     assert!(o.status.success(), "the harness failed: {}\n{out}", text(&o.stderr));
-    let v: Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}"));
-    assert!(v["session"]["restore"].is_object(), "not a restored sibling: {}", v["session"]);
-    assert_eq!(v["vlc_port"], 8080, "{v}");
-    assert!(v["status"].as_str().is_some_and(|s| s.contains("<root>")), "VLC's status.xml did not answer at the session's address on 8080 within 60 s: {v}");
-    assert!(v["vlcrc"].as_str().is_some_and(|s| s.contains("extraintf=http")), "{v}");
-    assert_eq!(v["score"].as_f64(), Some(0.0), "{v}");
+    /// What the script prints.
+    #[derive(Debug, Deserialize)]
+    struct VlcEpisode {
+        session: Session,
+        vlc_port: u16,
+        status: Option<String>,
+        #[allow(dead_code)]
+        status_error: Option<String>,
+        vlcrc: String,
+        score: f64,
+    }
+    let v: VlcEpisode = decode(out.lines().last().unwrap_or(""));
+    assert!(v.session.restore.is_some(), "not a restored sibling: {}", json(&v.session));
+    assert_eq!(v.vlc_port, 8080, "{v:?}");
+    assert!(v.status.as_deref().is_some_and(|s| s.contains("<root>")), "VLC's status.xml did not answer at the session's address on 8080 within 60 s: {v:?}");
+    assert!(v.vlcrc.contains("extraintf=http"), "{v:?}");
+    assert_eq!(v.score, 0.0, "{v:?}");
 }

@@ -273,7 +273,7 @@ fn a_checkpoint_that_cannot_be_restored_here_is_refused() {
         .unwrap();
     assert!(c.status.success(), "drums-ckpt: {}", text(&c.stderr));
     sessions.0.clear(); // drums-ckpt destroyed the source
-    let ck: Value = serde_json::from_slice(&c.stdout).unwrap();
+    let ck: drums::record::Checkpoint = decode(&text(&c.stdout));
     let script = r#"
 import copy, json, os, sys
 sys.path.insert(0, sys.argv[1])
@@ -297,7 +297,7 @@ out["installed"] = here
 out["identical"] = C.manifest(here["dir"], (here.get("mapped") or {}).get("dir")) == b["manifest"]
 print(json.dumps(out))
 "#;
-    let rec_file = src_ck.join(ck["id"].as_str().unwrap()).join("checkpoint.json");
+    let rec_file = src_ck.join(&ck.id).join("checkpoint.json");
     let (dst_ck, dst_mp) = (base.join("b/checkpoints"), base.join("b/mapped"));
     let p = Command::new("python3")
         .arg("-c")
@@ -315,11 +315,12 @@ print(json.dumps(out))
     assert!(r["kernel"].as_str().is_some_and(|m| m.contains("kernel here is") && m.contains("5.10.0-elsewhere")), "{r}");
     assert!(r["manifest"].as_str().is_some_and(|m| m.contains("differ from the sender's manifest")), "{r}");
     assert_eq!(r["left"], serde_json::json!([]), "a refusal leaves nothing under the node's roots: {r}");
-    let id = ck["id"].as_str().unwrap();
-    let here = &r["installed"];
-    assert_eq!(here["dir"].as_str(), Some(dst_ck.join(id).to_str().unwrap()), "{r}");
-    if !ck["mapped"].is_null() {
-        assert_eq!(here["mapped"]["dir"].as_str(), Some(dst_mp.join(id).to_str().unwrap()), "{r}");
+    let id = ck.id.as_str();
+    // What install returns is the checkpoint record it wrote on this node.
+    let here: drums::record::Checkpoint = decode(&r["installed"].to_string());
+    assert_eq!(here.dir, dst_ck.join(id), "{r}");
+    if ck.mapped.is_some() {
+        assert_eq!(here.mapped.as_ref().map(|m| m.dir.clone()), Some(dst_mp.join(id)), "{r}");
         assert_eq!(std::fs::read_to_string(dst_mp.join(id).join("checkpoint")).unwrap(), dst_ck.join(id).to_str().unwrap());
     }
     assert_eq!(r["identical"], true, "{r}");
