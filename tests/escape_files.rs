@@ -5,8 +5,8 @@
 //! were, the checkpoint layer carries none of the privileges, and no other host user can run or read
 //! anything of the checkpoint or of the live sibling's tree.
 
+use drums::record::Session;
 use drums_tests::*;
-use serde_json::Value;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,8 +15,8 @@ use drums_tests::run_pipeline as pipeline;
 
 /// A shell command as root inside the session: (exit status, stdout, stderr).
 fn inside(rec: &str, script: &str) -> (i32, String, String) {
-    let id: Value = serde_json::from_str(rec.lines().next().unwrap()).unwrap();
-    let o = Command::new(tool("drums-ns")).args(["exec", "--session", id["id"].as_str().unwrap(), "--", "sh", "-c", script]).env("PATH", path_with_tools()).output().unwrap();
+    let id = decode::<Session>(rec.lines().next().unwrap()).id;
+    let o = Command::new(tool("drums-ns")).args(["exec", "--session", &id, "--", "sh", "-c", script]).env("PATH", path_with_tools()).output().unwrap();
     (o.status.code().unwrap_or(-1), text(&o.stdout), text(&o.stderr))
 }
 
@@ -121,8 +121,8 @@ fn files_planted_in_a_session_reach_nothing_of_the_host() {
     let o = run("drums-ckpt", &["--clean"], &cold);
     assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));
     let ckpt_line = text(&o.stdout);
-    let ckpt: Value = serde_json::from_str(ckpt_line.trim()).unwrap();
-    let ckpt_dir = PathBuf::from(ckpt["dir"].as_str().unwrap());
+    let ckpt: drums::record::Checkpoint = decode(&ckpt_line);
+    let ckpt_dir = ckpt.dir.clone();
     let _ckpt_guard = Checkpoint(ckpt_dir.clone());
     for t in &targets {
         assert!(!t.exists(), "{} appeared on the host after the checkpoint", t.display());
@@ -137,14 +137,14 @@ fn files_planted_in_a_session_reach_nothing_of_the_host() {
         let m = std::fs::symlink_metadata(layer.join("dev").join(n)).unwrap_or_else(|e| panic!("the session's /dev/{n} is kept: {e}"));
         assert!(m.file_type().is_char_device() && (libc::major(m.rdev()), libc::minor(m.rdev())) == (ma, mi), "/dev/{n}");
     }
-    let dropped = &ckpt["layer_dropped"];
-    assert!(dropped["setid"].as_u64().unwrap() >= 2, "{dropped}");
+    let dropped = ckpt.layer_dropped.unwrap_or_else(|| panic!("no layer_dropped: {ckpt_line}"));
+    assert!(dropped.setid >= 2, "{dropped:?}");
     if mknod == 0 {
-        assert!(dropped["devices"].as_u64().unwrap() >= 2, "{dropped}");
+        assert!(dropped.devices >= 2, "{dropped:?}");
         assert!(!layer.join("tmp/drums-escape-mem").exists() && !layer.join("home/user/drums-escape-disk").exists());
     }
     if setcap == 0 {
-        assert!(dropped["capabilities"].as_u64().unwrap() >= 1, "{dropped}");
+        assert!(dropped.capabilities >= 1, "{dropped:?}");
     }
     // The links are copied as links (the sibling follows them inside its own root).
     assert_eq!(std::fs::read_link(layer.join("etc/hostname")).unwrap(), targets[0]);
@@ -153,15 +153,15 @@ fn files_planted_in_a_session_reach_nothing_of_the_host() {
     guard.add(&text(&o.stdout));
     assert!(o.status.success(), "restore.sh (restore, reseed, ready): {}", text(&o.stderr));
     let sib_line = text(&o.stdout);
-    let sib: Value = serde_json::from_str(sib_line.trim()).unwrap();
-    assert_eq!(sib["ready"]["ready"], true, "the sibling is ready: {}", sib["ready"]);
+    let sib: Session = decode(&sib_line);
+    assert!(sib.ready.as_ref().is_some_and(|r| r.ready), "the sibling is ready: {:?}", sib.ready);
     for t in &targets {
         assert!(!t.exists(), "{} appeared on the host after the reseed", t.display());
     }
     // The reseed wrote inside the sibling: its /etc/hostname is a file with its new name.
     let (code, out, err) = inside(&sib_line, "test -f /etc/hostname && ! test -L /etc/hostname && cat /etc/hostname && stat -c %a /tmp/drums-escape-suid");
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out.lines().collect::<Vec<_>>(), vec![sib["reseed"]["hostname"].as_str().unwrap(), "755"], "the hostname, and the copy without its set-user-ID bit");
+    assert_eq!(out.lines().collect::<Vec<_>>(), vec![sib.reseed.as_ref().unwrap_or_else(|| panic!("no reseed section: {sib_line}")).hostname.as_str(), "755"], "the hostname, and the copy without its set-user-ID bit");
 
     // A relative link planted in the sibling, and a second reseed.
     let (code, _, err) = inside(&sib_line, &format!("ln -sf ../../tmp/drums-escape-{pid}-relative /etc/machine-id && ln -sf ../..{} /etc/hostname", targets[0].display()));
@@ -169,15 +169,15 @@ fn files_planted_in_a_session_reach_nothing_of_the_host() {
     let o = run("drums-reseed", &[], &sib_line);
     assert!(o.status.success(), "the second drums-reseed: {}", text(&o.stderr));
     let o = run("drums-ready", &[], &text(&o.stdout));
-    let again: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
-    assert_eq!(again["ready"]["ready"], true, "ready after the second reseed: {}", text(&o.stderr));
+    let again: Session = decode(&text(&o.stdout));
+    assert!(again.ready.as_ref().is_some_and(|r| r.ready), "ready after the second reseed: {:?} {}", again.ready, text(&o.stderr));
     for t in &targets {
         assert!(!t.exists(), "{} appeared on the host after the second reseed", t.display());
     }
 
     // Another host user can run nothing from the checkpoint or from the live sibling's tree, and read
     // neither the checkpoint root nor the mapped files.
-    let sib_root = PathBuf::from(sib["overlay"]["merged"].as_str().unwrap());
+    let sib_root = sib.overlay.as_ref().unwrap_or_else(|| panic!("no overlay section: {sib_line}")).merged.clone();
     for program in [sib_root.join("tmp/drums-escape-suid"), sib_root.join("usr/bin/id"), layer.join("home/user/drums-escape-sgid"), layer.join("tmp/drums-escape-suid")] {
         assert!(program.exists(), "{}", program.display());
         let (code, err) = as_nobody(&[program.to_str().unwrap(), "-c", "id"]);

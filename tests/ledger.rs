@@ -5,10 +5,10 @@
 //! slot file. Only explicit destroys run here, never the orphan sweep: with a temporary state root every
 //! real session on the machine would look unledgered to it.
 
+use drums::destroy::DestroyReport;
 use drums::ledger::{Ledger, Resource};
 use drums::record::Owner;
 use drums_tests::*;
-use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -103,17 +103,17 @@ fn a_line_not_understood_makes_destroy_refuse_the_session_and_keep_all_of_it() {
 
         let o = r.sweep();
         assert_eq!(o.status.code(), Some(drums::error::exit::NOT_UNDERSTOOD), "{what}: {}", text(&o.stderr));
-        let err: Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap_or_default()).unwrap();
-        assert_eq!((err["kind"].as_str(), err["exit"].as_i64()), (Some("not_understood"), Some(8)), "{what}: {err}");
-        assert!(err["message"].as_str().unwrap().contains("line 6"), "{what}: the message names the line: {err}");
-        let reports: Vec<Value> = text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let err = error_record(&o.stderr);
+        assert_eq!((err.kind.as_str(), err.exit), ("not_understood", 8), "{what}: {}", json(&err));
+        assert!(err.message.contains("line 6"), "{what}: the message names the line: {}", json(&err));
+        // Decoding as a DestroyReport checks its `type` is "destroy".
+        let reports: Vec<DestroyReport> = decode_lines(&o.stdout);
         assert_eq!(reports.len(), 1, "{what}: one report: {reports:?}");
         let rep = &reports[0];
-        assert_eq!((rep["type"].as_str(), rep["session"].as_str()), (Some("destroy"), Some(SESSION)), "{what}: {rep}");
-        assert!(rep["refused"].as_str().is_some_and(|m| m.contains("line 6")), "{what}: the report says why: {rep}");
-        let found: Vec<Resource> = serde_json::from_value(rep["found"].clone()).unwrap();
-        assert_eq!(found, res, "{what}: the report lists what the understood lines hold");
-        assert!(rep["removed"].as_array().unwrap().is_empty(), "{what}: {rep}");
+        assert_eq!(rep.session.as_deref(), Some(SESSION), "{what}: {}", json(rep));
+        assert!(rep.refused.as_deref().is_some_and(|m| m.contains("line 6")), "{what}: the report says why: {}", json(rep));
+        assert_eq!(rep.found, res, "{what}: the report lists what the understood lines hold");
+        assert!(rep.removed.is_empty(), "{what}: {}", json(rep));
         assert_eq!(missing(&r), Vec::<String>::new(), "{what}: a refused destroy removed something");
         let ledger_after = std::fs::read_to_string(l.path()).unwrap();
         assert_eq!(ledger_after, format!("{ledger_before}{line}\n"), "{what}: the refused destroy wrote to the ledger");

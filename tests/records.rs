@@ -8,7 +8,10 @@
 //! Each refusal is checked against its control: the same record without the hostile field is not refused
 //! for that field (it fails later, on the missing init or image, or succeeds).
 
+use drums::error::ErrorRecord;
 use drums_tests::*;
+// The records these tests feed the tools are built as serde_json::Value on purpose: hostile members and
+// values (a PID of -1, a member taken out) that the typed records could not carry.
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -171,9 +174,14 @@ fn checkpoint(r: &Roots) -> Value {
     })
 }
 
-/// The error object a tool printed last on stderr.
-fn error_of(o: &Output) -> Value {
-    serde_json::from_str(text(&o.stderr).lines().last().unwrap_or("{}")).unwrap_or(Value::Null)
+/// The error object a tool printed last on stderr; None when it succeeded (then it printed none).
+fn error_of(o: &Output) -> Option<ErrorRecord> {
+    (!o.status.success()).then(|| error_record(&o.stderr))
+}
+
+/// The field the error object names, if the tool failed and its error names one.
+fn field_of(o: &Output) -> Option<String> {
+    error_of(o).and_then(|e| e.field)
 }
 
 /// The tools given `rec` refuse it for `field` and leave everything as it was; without the change (the
@@ -184,17 +192,17 @@ fn refused(r: &Roots, what: &str, field: &str, rec: &Value, tools: &[(&str, &[&s
         r.reset();
         let before = r.listing();
         let o = r.tool(t, args, &rec.to_string());
-        let e = error_of(&o);
         assert_eq!(o.status.code(), Some(3), "{t} {args:?} must refuse {what}: {}", text(&o.stderr));
-        assert_eq!(e["kind"], "bad_input", "{t}: {what}: {e}");
-        assert_eq!(e["field"], field, "{t}: {what}: the error names the field: {e}");
+        let e = error_record(&o.stderr);
+        assert_eq!(e.kind, "bad_input", "{t}: {what}: {}", json(&e));
+        assert_eq!(e.field.as_deref(), Some(field), "{t}: {what}: the error names the field: {}", json(&e));
         assert!(o.stdout.is_empty(), "{t}: {what}: nothing is printed as done: {}", text(&o.stdout));
         assert_eq!(r.listing(), before, "{t}: {what}: nothing was made or removed under the roots");
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
         assert!(!mounts.contains(&r.base.display().to_string()), "{t}: {what}: nothing was mounted");
         r.reset();
         let o = r.tool(t, args, &control);
-        assert_ne!(error_of(&o)["field"], field, "{t}: the control is refused for {field} too: {}", text(&o.stderr));
+        assert_ne!(field_of(&o).as_deref(), Some(field), "{t}: the control is refused for {field} too: {}", text(&o.stderr));
     }
 }
 
@@ -266,7 +274,7 @@ fn cgroup_paths_that_are_not_the_session_s_own_are_refused() {
     // The control itself is accepted by the record check (the cgroups do not exist: drums-cgroup fails later or has nothing to do).
     for (t, args) in tools {
         let o = r.tool(t, args, &control.to_string());
-        assert_ne!(error_of(&o)["field"].as_str().unwrap_or("").starts_with("cgroup"), true, "{t}: {}", text(&o.stderr));
+        assert!(!field_of(&o).is_some_and(|f| f.starts_with("cgroup")), "{t}: {}", text(&o.stderr));
         r.reset();
     }
 }
@@ -283,7 +291,7 @@ fn hostile_wipe_ranges_are_refused_by_restore_and_reseed() {
         let before = r.listing();
         let o = r.tool("drums-restore", &[], &ck.to_string());
         assert_eq!(o.status.code(), Some(3), "{what}: {}", text(&o.stderr));
-        assert_eq!(error_of(&o)["field"], "wipe[0]", "{what}: {}", text(&o.stderr));
+        assert_eq!(field_of(&o).as_deref(), Some("wipe[0]"), "{what}: {}", text(&o.stderr));
         assert_eq!(r.listing(), before, "{what}: drums-restore made nothing");
         // drums-reseed reads it from the checkpoint its session was restored from.
         r.reset();
@@ -293,12 +301,12 @@ fn hostile_wipe_ranges_are_refused_by_restore_and_reseed() {
         let before = r.listing();
         let o = r.tool("drums-reseed", &[], &s.to_string());
         assert_eq!(o.status.code(), Some(3), "{what}: {}", text(&o.stderr));
-        assert_eq!(error_of(&o)["field"], "wipe[0]", "{what}: {}", text(&o.stderr));
+        assert_eq!(field_of(&o).as_deref(), Some("wipe[0]"), "{what}: {}", text(&o.stderr));
         assert_eq!(r.listing(), before, "{what}: drums-reseed changed nothing");
     }
     // The control: the record as drums-ckpt writes it passes (drums-restore then fails on its missing image).
     let o = r.tool("drums-restore", &[], &checkpoint(&r).to_string());
-    assert_ne!(error_of(&o)["field"], "wipe[0]", "{}", text(&o.stderr));
+    assert_ne!(field_of(&o).as_deref(), Some("wipe[0]"), "{}", text(&o.stderr));
 }
 
 /// A whole pool section (drums::pool::Section) of checkpoint CHECKPOINT's pool at `spool`.

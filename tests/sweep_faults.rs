@@ -4,8 +4,9 @@
 //! (the source report's "Can't restore link: -17 (File exists)" came from a leaked link under a reused
 //! name). Then the sweep runs in a loop while sessions are created, and must kill none of the live ones.
 
+use drums::destroy::sweep::SweepReport;
+use drums::record::{Checkpoint, Session};
 use drums_tests::*;
-use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -103,18 +104,19 @@ fn kill_midway(name: &str, args: &[&str], input: &str, owner: &Owner, known_dir:
 /// One orphan sweep with no grace period. It must leave nothing that names one of `tags`; exit 1 is accepted
 /// only for objects of others (tests with their own state root make Drums-named cgroups this sweep cannot
 /// tell from leftovers, and their busy ones stay).
-fn sweep_orphans(tags: &[&str]) -> Value {
+fn sweep_orphans(tags: &[&str]) -> SweepReport {
     let o = run("drums-sweep", &["--orphans", "--older-than", "0"], "");
-    let r: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("sweep report ({e}): {}{}", text(&o.stdout), text(&o.stderr)));
-    let mut left: Vec<String> = r["unledgered"]["left"].as_array().into_iter().flatten().map(|x| x.to_string()).collect();
-    for d in r["destroyed"].as_array().into_iter().flatten() {
-        left.extend(d["left"].as_array().into_iter().flatten().map(|x| x.to_string()));
+    assert!(!text(&o.stdout).trim().is_empty(), "no sweep report: {}", text(&o.stderr));
+    let r: SweepReport = decode(&text(&o.stdout));
+    let mut left: Vec<String> = r.unledgered.left.iter().map(json).collect();
+    for d in &r.destroyed {
+        left.extend(d.left.iter().map(json));
     }
     assert!(!left.iter().any(|l| tags.iter().any(|t| l.contains(t))), "the sweep left this test's objects: {left:#?}");
     match o.status.code() {
         Some(0) => {}
         Some(1) if !left.is_empty() => eprintln!("note: the sweep left {} objects of others, first: {}", left.len(), left[0]),
-        c => panic!("sweep exit {c:?}: {r}\n{}", text(&o.stderr)),
+        c => panic!("sweep exit {c:?}: {}\n{}", json(&r), text(&o.stderr)),
     }
     r
 }
@@ -187,8 +189,8 @@ fn session_of(owner: &Owner) -> Option<(String, PathBuf)> {
 fn next_restore_works(ckpt: &str, want_if: Option<&str>) {
     let owner = Owner::new();
     let rec = stage("drums-restore", &[], ckpt, &owner);
-    let v: Value = serde_json::from_str(rec.trim()).unwrap();
-    let host_if = v["net"]["host_if"].as_str().unwrap().to_string();
+    let v: Session = decode(&rec);
+    let host_if = v.net.unwrap_or_else(|| panic!("no net section: {rec}")).host_if;
     let o = run("drums-sweep", &[], &rec);
     assert_eq!(o.status.code(), Some(0), "destroying the next restore: {}", text(&o.stderr));
     if let Some(w) = want_if {
@@ -202,8 +204,12 @@ fn next_restore_works(ckpt: &str, want_if: Option<&str>) {
 
 /// The link name a killed session's ledger holds, if it got that far.
 fn ledgered_link(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("ledger.jsonl")).ok()?;
-    text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find_map(|v| (v["res"]["kind"] == "link").then(|| v["res"]["name"].as_str().unwrap().to_string()))
+    use drums::ledger::{Entry, Resource};
+    let c = drums::ledger::read_file(&dir.join("ledger.jsonl")).ok()?;
+    c.entries.into_iter().find_map(|e| match e {
+        Entry::Create { res: Resource::Link { name }, .. } | Entry::Release { res: Resource::Link { name }, .. } => Some(name),
+        _ => None,
+    })
 }
 
 /// Kill `tool_name` at `at` (kill_midway), crash the owner with it (a supervisor that died), run one orphan
@@ -218,7 +224,7 @@ fn kill_crash_sweep(label: &str, tool_name: &str, args: &[&str], input: &str, mu
     let tag = id.as_deref().map(|i| i[2..].to_string()).unwrap_or_else(|| "no-session".into());
     let r = sweep_orphans(&[&tag]);
     let left = left_by(before, id.as_deref(), dir.as_deref(), link.as_deref());
-    assert!(left.is_empty(), "{label} killed at {at:?}: the sweep left {left:?}\nreport: {r}");
+    assert!(left.is_empty(), "{label} killed at {at:?}: the sweep left {left:?}\nreport: {}", json(&r));
     (running, link)
 }
 
@@ -244,15 +250,13 @@ fn run_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
         "overlay" => (String::new(), None),
         "namespaces" | "network" => {
             let s1 = stage("drums-overlay", &["create"], "", &owner);
-            let dir: Value = serde_json::from_str(s1.trim()).unwrap();
-            let d = PathBuf::from(dir["state_dir"].as_str().unwrap());
+            let d = decode::<Session>(&s1).state_dir;
             (s1, Some(d))
         }
         "cgroup" | "desktop" => {
             let s1 = stage("drums-overlay", &["create"], "", &owner);
             let s2 = stage("drums-ns", &["create"], &s1, &owner);
-            let v: Value = serde_json::from_str(s2.trim()).unwrap();
-            let d = PathBuf::from(v["state_dir"].as_str().unwrap());
+            let d = decode::<Session>(&s2).state_dir;
             (s2, Some(d))
         }
         other => panic!("no stage {other}"),
@@ -278,8 +282,7 @@ fn a_stage_killed_midway_is_swept_completely_and_the_checkpoint_still_restores()
     // Made before any fault, so every case's follow-up restores from the same checkpoint.
     let src_owner = Owner::new();
     let ckpt = make_checkpoint(&src_owner);
-    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-    let _keep = CheckpointDir(PathBuf::from(c["dir"].as_str().unwrap()));
+    let _keep = CheckpointDir(decode::<Checkpoint>(&ckpt).dir);
     // Lines each stage writes to the ledger: overlay create 4 (owner, phase, two mounts), ns create 5
     // (phase, slot, link, init, phase live: namespaces before the init exists, network after), cgroup
     // create one per hierarchy. drums-desktop writes none (its processes live in the session's PID
@@ -315,21 +318,28 @@ fn sweeps_in_a_loop_never_kill_live_sessions() {
     let before = inventory();
     let src_owner = Owner::new();
     let ckpt = make_checkpoint(&src_owner);
-    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-    let _keep = CheckpointDir(PathBuf::from(c["dir"].as_str().unwrap()));
+    let _keep = CheckpointDir(decode::<Checkpoint>(&ckpt).dir);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sweeper = {
         let stop = stop.clone();
         std::thread::spawn(move || {
             let mut n = 0;
             let mut orphans_destroyed = 0;
+            let mut undecoded = vec![];
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let o = run("drums-sweep", &["--orphans", "--older-than", "1"], "");
-                let r: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap_or(Value::Null);
-                orphans_destroyed += r["destroyed"].as_array().map(|a| a.len()).unwrap_or(0);
+                // A sweep that failed before reporting (no output) destroyed nothing; a report that does not
+                // decode is a failure, told after the live sessions are destroyed.
+                let out = text(&o.stdout);
+                if !out.trim().is_empty() {
+                    match serde_json::from_str::<SweepReport>(out.trim()) {
+                        Ok(r) => orphans_destroyed += r.destroyed.len(),
+                        Err(e) => undecoded.push(format!("not a sweep report ({e}): {out}")),
+                    }
+                }
                 n += 1;
             }
-            (n, orphans_destroyed)
+            (n, orphans_destroyed, undecoded)
         })
     };
     let iterations = 30;
@@ -346,8 +356,7 @@ fn sweeps_in_a_loop_never_kill_live_sessions() {
         } else {
             stage("drums-restore", &[], &ckpt, &owner)
         };
-        let v: Value = serde_json::from_str(s3.trim()).unwrap();
-        let dir = PathBuf::from(v["state_dir"].as_str().unwrap());
+        let dir = decode::<Session>(&s3).state_dir;
         all_recs.push(s3.clone());
         if i % 7 == 3 {
             let mut owner = owner;
@@ -369,52 +378,54 @@ fn sweeps_in_a_loop_never_kill_live_sessions() {
         failures.extend(check_intact(rec));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (sweeps, destroyed) = sweeper.join().unwrap();
+    let (sweeps, destroyed, undecoded) = sweeper.join().unwrap();
     for (_owner, rec) in alive.drain(..) {
         let o = run("drums-sweep", &[], &rec);
         assert_eq!(o.status.code(), Some(0), "destroy: {}", text(&o.stderr));
     }
-    let ids: Vec<String> = all_recs.iter().map(|r| serde_json::from_str::<Value>(r.trim()).unwrap()["id"].as_str().unwrap()[2..].to_string()).collect();
+    assert!(undecoded.is_empty(), "the concurrent sweeps' reports: {undecoded:#?}");
+    let ids: Vec<String> = all_recs.iter().map(|r| decode::<Session>(r).id[2..].to_string()).collect();
     let r = sweep_orphans(&ids.iter().map(String::as_str).collect::<Vec<_>>());
     eprintln!("{iterations} sessions created or restored, {} orphaned on purpose; {sweeps} concurrent sweeps destroyed {destroyed} orphans", orphaned.len());
     assert!(failures.is_empty(), "live sessions were harmed while {sweeps} sweeps ran: {failures:#?}");
     assert!(sweeps >= 10, "only {sweeps} sweeps ran during the loop");
     for d in &orphaned {
-        assert!(!d.exists(), "orphan {} survived the sweeps: {r}", d.display());
+        assert!(!d.exists(), "orphan {} survived the sweeps: {}", d.display(), json(&r));
     }
     assert!(destroyed >= orphaned.len(), "the concurrent sweeps destroyed {destroyed} orphans of {}", orphaned.len());
     for rec in &all_recs {
-        let v: Value = serde_json::from_str(rec.trim()).unwrap();
-        let left = left_by(&before, v["id"].as_str(), Some(Path::new(v["state_dir"].as_str().unwrap())), v["net"]["host_if"].as_str());
+        let v: Session = decode(rec);
+        let left = left_by(&before, Some(&v.id), Some(&v.state_dir), v.net.as_ref().map(|n| n.host_if.as_str()));
         assert!(left.is_empty(), "left: {left:?}");
     }
 }
 
 /// What a live session has lost: its init, its link, its mounts, its cgroups, its ledger.
 fn check_intact(rec: &str) -> Vec<String> {
-    let v: Value = serde_json::from_str(rec.trim()).unwrap();
-    let id = v["id"].as_str().unwrap();
+    let v: Session = decode(rec);
+    let id = v.id.as_str();
     let mut bad = vec![];
-    let pid = v["ns"]["init_pid"].as_i64().unwrap() as i32;
-    let st = v["ns"]["init_start_time"].as_u64().unwrap();
+    let ns = v.ns.as_ref().unwrap_or_else(|| panic!("no ns section: {rec}"));
+    let (pid, st) = (ns.init_pid, ns.init_start_time);
     if !drums::proc::alive(pid, st) {
         bad.push(format!("{id}: init {pid} is gone"));
     }
     let inv = inventory();
-    let host_if = v["net"]["host_if"].as_str().unwrap();
+    let host_if = v.net.as_ref().unwrap_or_else(|| panic!("no net section: {rec}")).host_if.as_str();
     if !inv.links.iter().any(|l| l == host_if) {
         bad.push(format!("{id}: link {host_if} is gone"));
     }
-    for m in ["merged", "tmpfs"] {
-        let p = v["overlay"][m].as_str().unwrap();
-        if !inv.mounts.iter().any(|x| x == p) {
+    let overlay = v.overlay.as_ref().unwrap_or_else(|| panic!("no overlay section: {rec}"));
+    for m in [&overlay.merged, &overlay.tmpfs] {
+        let p = m.display().to_string();
+        if !inv.mounts.iter().any(|x| *x == p) {
             bad.push(format!("{id}: mount {p} is gone"));
         }
     }
-    if !v["cgroup"].is_null() && !inv.cgroups.iter().any(|c| c.ends_with(id)) {
+    if v.cgroup.is_some() && !inv.cgroups.iter().any(|c| c.ends_with(id)) {
         bad.push(format!("{id}: its cgroups are gone"));
     }
-    if !Path::new(v["state_dir"].as_str().unwrap()).join("ledger.jsonl").is_file() {
+    if !v.state_dir.join("ledger.jsonl").is_file() {
         bad.push(format!("{id}: ledger is gone"));
     }
     bad
@@ -473,14 +484,14 @@ fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
     let (tool_name, args, input, known): (&str, &[&str], String, Option<PathBuf>) = match stage_name {
         "dump" => {
             let rec = cold_session(&owner);
-            let v: Value = serde_json::from_str(rec.trim()).unwrap();
-            ("drums-ckpt", &[], rec, Some(PathBuf::from(v["state_dir"].as_str().unwrap())))
+            let d = decode::<Session>(&rec).state_dir;
+            ("drums-ckpt", &[], rec, Some(d))
         }
         "restore" => ("drums-restore", &[], ckpt.to_string(), None),
         "reseed" => {
             let rec = stage("drums-restore", &[], ckpt, &owner);
-            let v: Value = serde_json::from_str(rec.trim()).unwrap();
-            ("drums-reseed", &[], rec, Some(PathBuf::from(v["state_dir"].as_str().unwrap())))
+            let d = decode::<Session>(&rec).state_dir;
+            ("drums-reseed", &[], rec, Some(d))
         }
         other => panic!("no stage {other}"),
     };
@@ -517,8 +528,7 @@ fn a_dump_restore_or_reseed_killed_midway_is_swept_and_the_checkpoint_still_rest
     let _l = session_lock();
     let src_owner = Owner::new();
     let ckpt = make_checkpoint(&src_owner);
-    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-    let _keep = CheckpointDir(PathBuf::from(c["dir"].as_str().unwrap()));
+    let _keep = CheckpointDir(decode::<Checkpoint>(&ckpt).dir);
     // A restore writes: owner, phase restoring, the two overlay mounts, slot, link, then CRIU runs, then the
     // init and phase live. Killing right after the link line lands inside `criu restore`.
     let mut cases: Vec<(&str, KillAt)> = vec![];
@@ -549,20 +559,19 @@ fn a_session_whose_ledger_was_lost_is_swept_from_its_names() {
     let s1 = stage("drums-overlay", &["create"], "", &owner);
     let s2 = stage("drums-ns", &["create"], &s1, &owner);
     let s3 = stage("drums-desktop", &["start"], &s2, &owner);
-    let v: Value = serde_json::from_str(s3.trim()).unwrap();
-    let id = v["id"].as_str().unwrap().to_string();
-    let dir = PathBuf::from(v["state_dir"].as_str().unwrap());
-    let link = v["net"]["host_if"].as_str().unwrap().to_string();
-    let init = v["ns"]["init_pid"].as_i64().unwrap() as i32;
-    let init_start = v["ns"]["init_start_time"].as_u64().unwrap();
+    let v: Session = decode(&s3);
+    let (id, dir) = (v.id.clone(), v.state_dir.clone());
+    let link = v.net.as_ref().unwrap_or_else(|| panic!("no net section: {s3}")).host_if.clone();
+    let ns = v.ns.as_ref().unwrap_or_else(|| panic!("no ns section: {s3}"));
+    let (init, init_start) = (ns.init_pid, ns.init_start_time);
     std::fs::remove_file(dir.join("ledger.jsonl")).unwrap();
     owner.crash();
     let r = sweep_orphans(&[&id[2..]]);
     let left = left_by(&before, Some(&id), Some(&dir), Some(&link));
-    assert!(left.is_empty(), "a session without its ledger left {left:?}\nreport: {r}");
-    assert!(!drums::proc::alive(init, init_start), "its init survived: {r}");
-    let unl = r["unledgered"]["removed"].to_string();
-    assert!(unl.contains(&format!("\"name\":\"{init}\"")) && unl.contains(&format!("\"name\":\"{link}\"")), "{r}");
+    assert!(left.is_empty(), "a session without its ledger left {left:?}\nreport: {}", json(&r));
+    assert!(!drums::proc::alive(init, init_start), "its init survived: {}", json(&r));
+    let removed: Vec<&str> = r.unledgered.removed.iter().map(|l| l.name.as_str()).collect();
+    assert!(removed.contains(&init.to_string().as_str()) && removed.contains(&link.as_str()), "{}", json(&r));
     assert_name_free(&link);
 }
 

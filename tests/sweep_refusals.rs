@@ -7,7 +7,6 @@
 //! on the machine would look unledgered to it.
 
 use drums_tests::*;
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -67,9 +66,9 @@ impl Drop for Roots {
 fn assert_refused(o: &Output, what: &str) {
     assert_eq!(o.status.code(), Some(3), "{what} must be refused with the bad-input code: {}", text(&o.stderr));
     assert!(o.stdout.is_empty(), "{what}: nothing is reported destroyed: {}", text(&o.stdout));
-    let err: Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap_or_default()).unwrap();
-    assert_eq!(err["kind"], "bad_input", "{what}: {err}");
-    assert_eq!(err["field"], "state_dir", "{what}: {err}");
+    let err = error_record(&o.stderr);
+    assert_eq!(err.kind, "bad_input", "{what}: {}", json(&err));
+    assert_eq!(err.field.as_deref(), Some("state_dir"), "{what}: {}", json(&err));
 }
 
 #[test]
