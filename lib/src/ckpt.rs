@@ -287,7 +287,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     let kernel = nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default();
     Ok(Checkpoint {
         drums: crate::record::VERSION,
-        kind: crate::record::CHECKPOINT.into(),
+        kind: crate::record::CheckpointType::Tag,
         id: String::new(),
         dir: PathBuf::new(),
         images: images.clone(),

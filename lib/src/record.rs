@@ -182,7 +182,7 @@ pub struct Ready {
 pub struct Session {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: SessionType,
     pub id: String,
     pub state_dir: PathBuf,
     /// Unix seconds.
@@ -329,7 +329,7 @@ pub struct BrowserErased {
 pub struct Checkpoint {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: CheckpointType,
     pub id: String,
     /// `$DRUMS_CHECKPOINT_DIR/<id>`: holds `images/`, `layer/` and `checkpoint.json` (this record).
     pub dir: PathBuf,
@@ -443,6 +443,8 @@ impl Checkpoint {
 
 pub const SESSION: &str = "session";
 pub const CHECKPOINT: &str = "checkpoint";
+crate::record_type!(SessionType = "session");
+crate::record_type!(CheckpointType = "checkpoint");
 
 /// Parse one line into a JSON object and check its version and type.
 pub fn parse_line(line: &str, want_type: &str) -> Result<Value> {
@@ -647,7 +649,7 @@ impl Session {
     pub fn new(id: String, state_dir: PathBuf, owner: Owner, ttl_s: Option<u64>) -> Session {
         Session {
             drums: VERSION,
-            kind: SESSION.into(),
+            kind: SessionType::Tag,
             id,
             state_dir,
             created_at: crate::state::now(),

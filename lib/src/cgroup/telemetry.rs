@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 
 /// The `type` of a telemetry record.
 pub const SAMPLE: &str = "cgroup_sample";
+crate::record_type!(SampleType = "cgroup_sample");
 
 /// One telemetry record (docs/record.md, "cgroup telemetry"): which session and when, then the figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub drums: u32,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: SampleType,
     pub session: String,
     pub version: Version,
     /// Counts from 0 within one `watch`.
@@ -56,7 +57,7 @@ fn sample_with(session: &Session, sec: &Section, b: &dyn Backend, seq: u64) -> S
     }
     Sample {
         drums: crate::record::VERSION,
-        kind: SAMPLE.into(),
+        kind: SampleType::Tag,
         session: session.id.clone(),
         version: sec.version,
         seq,
@@ -110,7 +111,7 @@ mod tests {
         let mut f = Figures::default();
         f.put("memory_current_bytes", Ok(4096));
         f.null("tasks_peak", "pids.peak: absent");
-        let s = Sample { drums: 1, kind: SAMPLE.into(), session: "d-1".into(), version: Version::V2, seq: 3, t: 1.5, init_alive: Some(true), last: Some(false), figures: f };
+        let s = Sample { drums: 1, kind: SampleType::Tag, session: "d-1".into(), version: Version::V2, seq: 3, t: 1.5, init_alive: Some(true), last: Some(false), figures: f };
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(
             v,
