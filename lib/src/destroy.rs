@@ -80,7 +80,7 @@ pub struct DestroyReport {
     /// Resources the ledger listed as created and not released.
     pub found: Vec<Resource>,
     /// With --dry-run: what would be removed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub planned: Vec<Item>,
     pub removed: Vec<Item>,
     /// Checkpoint images, kept unless asked.

@@ -131,7 +131,7 @@ pub enum LeftoverKind {
 pub struct Unledgered {
     pub found: Vec<Leftover>,
     /// With --dry-run: what would be removed now.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub planned: Vec<Leftover>,
     pub removed: Vec<Leftover>,
     /// Younger than the grace period (or not yet seen for that long): left for a later sweep.
