@@ -4,8 +4,10 @@
 //! name the object; an audit during which processes start and exit, or of a session that is gone, is
 //! incomplete (exit 6), never a pass.
 
+use drums::audit::{CheckName, ObjRef, Report};
+use drums::ns::ProcessRecord;
+use drums::record::{Checkpoint, Session};
 use drums_tests::*;
-use serde_json::Value;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -15,18 +17,18 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// A full cold session (pipelines/cold.sh): overlay, namespaces, desktop, agent-ready.
-fn cold(guard: &mut Sessions) -> (String, Value) {
+fn cold(guard: &mut Sessions) -> (String, Session) {
     let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
     let out = text(&o.stdout);
     if !out.trim().is_empty() {
         guard.0.push(out.trim().to_string());
     }
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
-    (out.trim().to_string(), serde_json::from_str(out.trim()).unwrap())
+    (out.trim().to_string(), decode(&out))
 }
 
 /// A session with only an overlay, namespaces and its init (no desktop): cheap.
-fn bare(guard: &mut Sessions) -> (String, Value) {
+fn bare(guard: &mut Sessions) -> (String, Session) {
     let o = Command::new(tool("drums-overlay")).args(["create"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     guard.0.push(text(&o.stdout).trim().to_string());
@@ -34,45 +36,57 @@ fn bare(guard: &mut Sessions) -> (String, Value) {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout).trim().to_string();
     *guard.0.last_mut().unwrap() = out.clone();
-    (out.clone(), serde_json::from_str(&out).unwrap())
+    let s = decode(&out);
+    (out, s)
 }
 
 /// Run drums-audit on records; returns the exit code and the report.
-fn audit(records: &[&str], args: &[&str]) -> (i32, Value) {
+fn audit(records: &[&str], args: &[&str]) -> (i32, Report) {
     let input = records.join("\n") + "\n";
     let o = run("drums-audit", args, &input);
     let code = o.status.code().unwrap_or(-1);
     let out = text(&o.stdout);
     assert_eq!(out.lines().count(), 1, "drums-audit {args:?} prints one report (exit {code}): {out}\nstderr: {}", text(&o.stderr));
-    let report: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(report["type"], "audit");
-    assert_eq!(report["exit"], code, "the report's exit member is the exit status");
+    // Its `type` is "audit", or it does not decode.
+    let report: Report = decode(&out);
+    assert_eq!(report.exit, code, "the report's exit member is the exit status");
     if code != 0 {
-        let err: Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap_or("{}")).unwrap();
-        assert_eq!(err["exit"], code, "{err}");
+        let err = error_record(&o.stderr);
+        assert_eq!(err.exit, code, "{}", json(&err));
     }
     (code, report)
 }
 
-fn ids(list: &Value) -> Vec<String> {
-    let mut v: Vec<String> = list.as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap().to_string()).collect();
+/// The ids of objects, sorted, each once.
+fn sorted_ids<'a>(list: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut v: Vec<String> = list.into_iter().map(str::to_string).collect();
     v.sort();
     v.dedup();
     v
 }
+fn ids(list: &[ObjRef]) -> Vec<String> {
+    sorted_ids(list.iter().map(|o| o.id.as_str()))
+}
+/// What revision 2a tolerated (it always says).
+fn tolerated(r: &Report) -> &[ObjRef] {
+    r.verdicts.revision_2a.tolerated.as_deref().unwrap_or_else(|| panic!("revision 2a names no tolerated objects: {}", json(&r.verdicts)))
+}
 
-fn id_of(rec: &Value) -> &str {
-    rec["id"].as_str().unwrap()
+fn id_of(rec: &Session) -> &str {
+    &rec.id
 }
-fn init_of(rec: &Value) -> i32 {
-    rec["ns"]["init_pid"].as_i64().unwrap() as i32
+fn ns_of(rec: &Session) -> &drums::record::Namespaces {
+    rec.ns.as_ref().unwrap_or_else(|| panic!("no ns section: {}", json(rec)))
 }
-fn pidns_of(rec: &Value) -> u64 {
-    rec["ns"]["inodes"]["pid"].as_u64().unwrap()
+fn init_of(rec: &Session) -> i32 {
+    ns_of(rec).init_pid
+}
+fn pidns_of(rec: &Session) -> u64 {
+    ns_of(rec).inodes.pid
 }
 
 /// SIGKILL every process of the session's PID namespace for which `pred(pid)` holds; returns how many.
-fn kill_where(rec: &Value, pred: impl Fn(i32) -> bool) -> usize {
+fn kill_where(rec: &Session, pred: impl Fn(i32) -> bool) -> usize {
     let victims: Vec<i32> = drums::proc::pids_in_pidns(pidns_of(rec)).into_iter().filter(|&p| p != init_of(rec) && pred(p)).collect();
     for &p in &victims {
         unsafe { libc::kill(p, libc::SIGKILL) };
@@ -91,7 +105,7 @@ fn holds_fd(pid: i32, link: &str) -> bool {
 }
 
 /// `drums-ns exec` in the background with the given standard streams (the command keeps them).
-fn exec_with(rec: &Value, stdin: Stdio, stdout: Stdio, argv: &[&str]) -> Child {
+fn exec_with(rec: &Session, stdin: Stdio, stdout: Stdio, argv: &[&str]) -> Child {
     Command::new(tool("drums-ns")).args(["exec", "--session", id_of(rec), "--"]).args(argv).stdin(stdin).stdout(stdout).stderr(Stdio::null()).spawn().unwrap()
 }
 
@@ -108,7 +122,7 @@ fn wait_until(what: &str, f: impl Fn() -> bool) {
 /// Bind-mount the host file `src` onto `target` (a file inside the session) in the session's mount
 /// namespace: open_tree(2) makes a detached copy of the mount, and a child that has joined the session's
 /// mount namespace attaches it with move_mount(2).
-fn bind_into(rec: &Value, src: &Path, target: &str) {
+fn bind_into(rec: &Session, src: &Path, target: &str) {
     const OPEN_TREE_CLONE: libc::c_uint = 1;
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
     let src_c = CString::new(src.as_os_str().as_bytes()).unwrap();
@@ -133,22 +147,22 @@ fn bind_into(rec: &Value, src: &Path, target: &str) {
     }
 }
 
-fn detach(rec: &Value, script: &str) -> i32 {
+fn detach(rec: &Session, script: &str) -> i32 {
     let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", id_of(rec), "--", "sh", "-c", script]).output().unwrap();
     assert!(o.status.success(), "{script}: {}", text(&o.stderr));
-    let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
-    v["host_pid"].as_i64().unwrap_or_else(|| panic!("{script}: no host pid in {v}")) as i32
+    let v: ProcessRecord = decode(&text(&o.stdout));
+    v.host_pid.unwrap_or_else(|| panic!("{script}: no host pid in {}", json(&v)))
 }
 
 /// Nothing of these sessions is left: no live process in their PID namespaces, and no mount, link, cgroup
 /// or state directory naming them among what appeared since `before`. (Other tests' objects that appear
 /// meanwhile on a shared machine are not this test's; they are printed, not counted.)
 fn assert_nothing_left(before: &Inventory, recs: &[String]) {
-    let recs: Vec<Value> = recs.iter().filter_map(|r| serde_json::from_str(r).ok()).collect();
+    let recs: Vec<Session> = recs.iter().filter(|r| !r.trim().is_empty()).map(|r| decode(r)).collect();
     let ids: Vec<String> = recs.iter().map(|r| id_of(r).to_string()).collect();
-    let links: Vec<String> = recs.iter().filter_map(|r| r["net"]["host_if"].as_str().map(str::to_string)).collect();
+    let links: Vec<String> = recs.iter().filter_map(|r| r.net.as_ref().map(|n| n.host_if.clone())).collect();
     let mut procs = vec![];
-    for r in recs.iter().filter(|r| r["ns"].is_object()) {
+    for r in recs.iter().filter(|r| r.ns.is_some()) {
         for p in drums::proc::pids_in_pidns(pidns_of(r)) {
             if drums::proc::state(p).is_some_and(|s| s != 'Z') {
                 procs.push(format!("{p} {} (session {})", drums::proc::comm(p), id_of(r)));
@@ -164,27 +178,30 @@ fn assert_nothing_left(before: &Inventory, recs: &[String]) {
     assert!(procs.is_empty() && mounts.is_empty() && l.is_empty() && cgroups.is_empty() && dirs.is_empty(), "left behind: processes {procs:?} mounts {mounts:?} links {l:?} cgroups {cgroups:?} state dirs {dirs:?}");
 }
 
-fn assert_fails_naming(report: &Value, check: &str, id: &str) {
-    for rule in ["literal", "revision_2a"] {
-        let v = &report["verdicts"][rule];
-        assert_eq!(v["pass"], false, "{rule} must fail: {v}");
-        assert!(v["failed_on"].as_array().unwrap().iter().any(|o| o["id"] == id && o["check"] == check), "{rule} must name {id} ({check}): {v}");
+fn check_of(report: &Report, name: CheckName) -> &drums::audit::Check {
+    report.pairs[0].checks.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no {name:?} check: {}", json(&report.pairs[0])))
+}
+
+fn assert_fails_naming(report: &Report, check: CheckName, id: &str) {
+    for (rule, v) in [("literal", &report.verdicts.literal), ("revision_2a", &report.verdicts.revision_2a)] {
+        assert_eq!(v.pass, Some(false), "{rule} must fail: {}", json(v));
+        assert!(v.failed_on.iter().any(|o| o.id == id && o.check == check), "{rule} must name {id} ({check:?}): {}", json(v));
     }
-    let c = report["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == check).unwrap();
-    assert_eq!(c["pass"], false, "{c}");
-    assert!(c["shared"].as_array().unwrap().iter().any(|o| o["id"] == id), "{c}");
+    let c = check_of(report, check);
+    assert_eq!(c.pass, Some(false), "{}", json(c));
+    assert!(c.shared.iter().any(|o| o.id == id), "{}", json(c));
 }
 
 /// The cold pair's verdicts: literal fails on exactly /dev/null and /dev/urandom, revision 2a passes.
-fn assert_cold_baseline(a: &str, b: &str, ida: &str, idb: &str) -> Value {
+fn assert_cold_baseline(a: &str, b: &str, ida: &str, idb: &str) -> Report {
     let control = format!("{ida},{idb}");
     let (code, r) = audit(&[a, b], &["--rule", "revision-2a", "--control", &control]);
-    assert_eq!(code, 0, "a cold pair passes revision 2a: {}", r["verdicts"]);
-    assert_eq!(r["complete"], true);
-    assert_eq!(r["verdicts"]["literal"]["pass"], false, "the literal rule is reported, not hidden");
-    assert_eq!(ids(&r["verdicts"]["literal"]["failed_on"]), vec!["chr:1:3", "chr:1:9"], "{}", r["verdicts"]["literal"]);
-    assert_eq!(ids(&r["verdicts"]["revision_2a"]["tolerated"]), vec!["chr:1:3", "chr:1:9"]);
-    assert_eq!(r["introduced_by_restore"], serde_json::json!([]));
+    assert_eq!(code, 0, "a cold pair passes revision 2a: {}", json(&r.verdicts));
+    assert!(r.complete, "{:?}", r.incomplete);
+    assert_eq!(r.verdicts.literal.pass, Some(false), "the literal rule is reported, not hidden");
+    assert_eq!(ids(&r.verdicts.literal.failed_on), vec!["chr:1:3", "chr:1:9"], "{}", json(&r.verdicts.literal));
+    assert_eq!(ids(tolerated(&r)), vec!["chr:1:3", "chr:1:9"]);
+    assert_eq!(r.introduced_by_restore, Some(vec![]));
     let (code, _) = audit(&[a, b], &["--control", &control]);
     assert_eq!(code, 1, "the literal rule fails on the two devices");
     r
@@ -204,15 +221,15 @@ fn cold_pair_passes_2a_and_broken_pairs_fail_naming_the_object() {
 
     let r = assert_cold_baseline(&a, &b, &ida, &idb);
     // What was compared: every process of both, their descriptors, the X server's two sockets each.
-    for s in r["sessions"].as_array().unwrap() {
-        assert!(s["processes"].as_array().unwrap().len() >= 8, "{}", s["processes"]);
-        assert!(s["descriptors"].as_u64().unwrap() > 50);
-        assert_eq!(s["x_server"]["sockets"].as_array().unwrap().len(), 2, "{}", s["x_server"]);
+    for s in &r.sessions {
+        assert!(s.processes.len() >= 8, "{}", json(&s.processes));
+        assert!(s.descriptors > 50, "{} descriptors", s.descriptors);
+        assert_eq!(s.x_server.as_ref().map(|x| x.sockets.len()), Some(2), "{}", json(&s.x_server));
     }
     // Without a control nothing can be tolerated.
     let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a"]);
     assert_eq!(code, 1);
-    assert!(r["verdicts"]["revision_2a"]["reasons"].to_string().contains("control"), "{}", r["verdicts"]);
+    assert!(r.verdicts.revision_2a.reasons.iter().any(|x| x.contains("control")), "{}", json(&r.verdicts));
 
     // 1. A shared pipe: a process of A holds its read end, a process of B its write end.
     let (rd, wr) = {
@@ -228,12 +245,12 @@ fn cold_pair_passes_2a_and_broken_pairs_fail_naming_the_object() {
     }
     let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &format!("{ida},{idb}")]);
     assert_eq!(code, 1, "a shared pipe fails revision 2a");
-    assert_fails_naming(&r, "pipes", &pipe_id);
+    assert_fails_naming(&r, CheckName::Pipes, &pipe_id);
     assert!(kill_where(&ra, |p| holds_fd(p, &pipe_id)) > 0 && kill_where(&rb, |p| holds_fd(p, &pipe_id)) > 0);
     let _ = (ca.kill(), cb.kill(), ca.wait(), cb.wait());
 
     // 2. A shared network namespace: a process of B (B's PID namespace) in A's network namespace.
-    let net_a = ra["ns"]["inodes"]["net"].as_u64().unwrap();
+    let net_a = ns_of(&ra).inodes.net;
     let mut n = Command::new("nsenter")
         .args(["-t", &init_of(&rb).to_string(), "-p", "-m", "-i", "-u", &format!("--net=/proc/{}/ns/net", init_of(&ra)), "--", "sleep", "600"])
         .stdin(Stdio::null())
@@ -244,7 +261,7 @@ fn cold_pair_passes_2a_and_broken_pairs_fail_naming_the_object() {
     wait_until("B's process in A's network namespace", || drums::proc::pids_in_pidns(pidns_of(&rb)).into_iter().any(in_a_net));
     let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &format!("{ida},{idb}")]);
     assert_eq!(code, 1, "a shared network namespace fails revision 2a");
-    assert_fails_naming(&r, "network_namespace", &format!("net:[{net_a}]"));
+    assert_fails_naming(&r, CheckName::NetworkNamespace, &format!("net:[{net_a}]"));
     assert_eq!(kill_where(&rb, in_a_net), 1);
     let _ = n.wait();
 
@@ -268,12 +285,13 @@ fn cold_pair_passes_2a_and_broken_pairs_fail_naming_the_object() {
     }
     let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &format!("{ida},{idb}")]);
     assert_eq!(code, 1, "a shared writable file fails revision 2a");
-    assert_fails_naming(&r, "files", &file_id);
-    assert_fails_naming(&r, "locks", &lock_id);
-    let obj = r["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "files").unwrap()["shared"].as_array().unwrap().iter().find(|o| o["id"] == file_id.as_str()).unwrap().clone();
-    assert_eq!(obj["writable"], true);
-    assert_eq!(obj["holders"][&ida][0]["mode"], "w", "{obj}");
-    assert_eq!(obj["holders"][&ida][0]["path"], "/tmp/drums-audit-shared", "{obj}");
+    assert_fails_naming(&r, CheckName::Files, &file_id);
+    assert_fails_naming(&r, CheckName::Locks, &lock_id);
+    let obj = check_of(&r, CheckName::Files).shared.iter().find(|o| o.id == file_id).unwrap();
+    assert!(obj.writable, "{}", json(obj));
+    let holder = obj.holders.get(&ida).and_then(|h| h.first()).unwrap_or_else(|| panic!("no holder in {ida}: {}", json(obj)));
+    assert_eq!(holder.mode.as_deref(), Some("w"), "{}", json(obj));
+    assert_eq!(holder.path, "/tmp/drums-audit-shared", "{}", json(obj));
     assert!(kill_where(&ra, held) > 0 && kill_where(&rb, held) > 0);
 
     // Undone, the pair passes revision 2a again: each failure was the broken object, nothing else.
@@ -297,7 +315,7 @@ fn restored_siblings_pass_2a_and_the_literal_verdict_reports_what_they_share() {
     // drums-ckpt kills the source after the dump (its record stays in the guard: destroying it is a no-op).
     let o = run("drums-ckpt", &["--clean"], &src);
     assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));
-    let ckpt: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let ckpt: Checkpoint = decode(&text(&o.stdout));
     let o = run_pipeline("restore.sh", &["--count", "2"], &text(&o.stdout));
     let siblings: Vec<String> = text(&o.stdout).lines().map(str::to_string).collect();
     guard.0.extend(siblings.iter().cloned());
@@ -307,44 +325,45 @@ fn restored_siblings_pass_2a_and_the_literal_verdict_reports_what_they_share() {
     let control = format!("{},{}", id_of(&rca), id_of(&rcb));
     let sib: Vec<&str> = siblings.iter().map(String::as_str).collect();
     let (code, r) = audit(&sib, &["--rule", "revision-2a", "--control", &control]);
-    eprintln!("restored siblings: literal {}\nintroduced_by_restore {}", r["verdicts"]["literal"], r["introduced_by_restore"]);
-    assert_eq!(r["complete"], true, "{}", r["incomplete"]);
-    assert_eq!(code, 0, "restored siblings pass revision 2a: {}", r["verdicts"]["revision_2a"]);
+    eprintln!("restored siblings: literal {}\nintroduced_by_restore {}", json(&r.verdicts.literal), json(&r.introduced_by_restore));
+    assert!(r.complete, "{:?}", r.incomplete);
+    assert_eq!(code, 0, "restored siblings pass revision 2a: {}", json(&r.verdicts.revision_2a));
     // The literal verdict reports exactly what the siblings share: every failing object of every check,
     // no more, no fewer; here the two devices every session shares, cold or restored.
-    let failing_in_checks: Vec<Value> = r["pairs"][0]["checks"].as_array().unwrap().iter().flat_map(|c| c["shared"].as_array().unwrap().iter().filter(|o| o["fails_literal"] == true).cloned()).collect();
-    assert_eq!(ids(&r["verdicts"]["literal"]["failed_on"]), ids(&Value::Array(failing_in_checks)));
-    assert_eq!(r["verdicts"]["literal"]["pass"], false);
-    assert_eq!(ids(&r["verdicts"]["literal"]["failed_on"]), vec!["chr:1:3", "chr:1:9"]);
-    assert_eq!(ids(&r["verdicts"]["revision_2a"]["tolerated"]), vec!["chr:1:3", "chr:1:9"]);
-    assert_eq!(r["introduced_by_restore"], serde_json::json!([]), "the restore introduced nothing the cold control does not share");
+    let failing_in_checks = sorted_ids(r.pairs[0].checks.iter().flat_map(|c| c.shared.iter().filter(|o| o.fails_literal).map(|o| o.id.as_str())));
+    assert_eq!(ids(&r.verdicts.literal.failed_on), failing_in_checks);
+    assert_eq!(r.verdicts.literal.pass, Some(false));
+    assert_eq!(ids(&r.verdicts.literal.failed_on), vec!["chr:1:3", "chr:1:9"]);
+    assert_eq!(ids(tolerated(&r)), vec!["chr:1:3", "chr:1:9"]);
+    assert_eq!(r.introduced_by_restore, Some(vec![]), "the restore introduced nothing the cold control does not share");
     // Restored siblings have the same PIDs inside their namespaces, and still share no process.
-    let ns_pids = |i: usize| -> Vec<i64> {
-        let mut v: Vec<i64> = r["sessions"][i]["processes"].as_array().unwrap().iter().filter_map(|p| p["ns_pid"].as_i64()).collect();
+    let ns_pids = |i: usize| -> Vec<i32> {
+        let mut v: Vec<i32> = r.sessions[i].processes.iter().filter_map(|p| p.ns_pid).collect();
         v.sort();
         v
     };
     assert_eq!(ns_pids(0).iter().take(3).collect::<Vec<_>>(), ns_pids(1).iter().take(3).collect::<Vec<_>>(), "restored siblings keep their PIDs inside");
-    let check = |name: &str| r["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
-    for name in ["processes", "namespaces", "network_namespace", "pipes", "sockets", "eventfds", "locks", "x_socket"] {
-        assert_eq!(check(name)["pass"], true, "{}", check(name));
+    use CheckName::*;
+    for name in [Processes, Namespaces, NetworkNamespace, Pipes, Sockets, Eventfds, Locks, XSocket] {
+        let c = check_of(&r, name);
+        assert_eq!(c.pass, Some(true), "{}", json(c));
     }
 
     // Each sibling's boundary is reported, and is its checkpoint's source's: CRIU restored the
     // capabilities and filters of every task.
     for s in &sib {
-        let rec: Value = serde_json::from_str(s).unwrap();
-        let b = &r["boundary"][id_of(&rec)];
-        assert_eq!((b["confined"].as_bool(), b["checkpoint"].as_str()), (Some(true), ckpt["id"].as_str()), "{b}");
-        assert!(b["compared"].as_u64().unwrap() >= 5, "the restored processes are compared with the source's: {b}");
-        assert_eq!(b["differences"], serde_json::json!([]), "{b}");
-        for p in b["processes"].as_array().unwrap() {
-            assert_eq!((p["seccomp"].as_u64(), p["cap_bnd"].as_str()), (Some(2), Some(format!("{:016x}", drums::boundary::kept_mask()).as_str())), "{p}");
+        let rec: Session = decode(s);
+        let b = r.boundary.get(id_of(&rec)).unwrap_or_else(|| panic!("no boundary for {}: {}", rec.id, json(&r.boundary)));
+        assert_eq!((b.confined, b.checkpoint.as_deref()), (true, Some(ckpt.id.as_str())), "{}", json(b));
+        assert!(b.compared >= 5, "the restored processes are compared with the source's: {}", json(b));
+        assert!(b.differences.is_empty(), "{}", json(b));
+        for p in &b.processes {
+            assert_eq!((p.boundary.seccomp, p.boundary.cap_bnd.as_str()), (2, format!("{:016x}", drums::boundary::kept_mask()).as_str()), "{}", json(p));
         }
     }
     // A process that entered a sibling without the boundary (the host's nsenter, full capabilities, no
     // filter) fails the audit under both rules, named.
-    let rec0: Value = serde_json::from_str(sib[0]).unwrap();
+    let rec0: Session = decode(sib[0]);
     let mut intruder = Command::new("nsenter")
         .args(["-t", &init_of(&rec0).to_string(), "-m", "-u", "-i", "-n", "-p", "--", "sleep", "30"])
         .spawn()
@@ -354,15 +373,15 @@ fn restored_siblings_pass_2a_and_the_literal_verdict_reports_what_they_share() {
     let _ = kill_where(&rec0, |p| drums::proc::comm(p) == "sleep");
     let _ = intruder.kill();
     let _ = intruder.wait();
-    assert_eq!(code, 1, "an unconfined process fails the audit: {}", r["verdicts"]);
-    assert_eq!(r["boundary"][id_of(&rec0)]["confined"], false);
-    for v in ["literal", "revision_2a"] {
-        assert!(r["verdicts"][v]["reasons"].to_string().contains("not confined"), "{}", r["verdicts"][v]);
+    assert_eq!(code, 1, "an unconfined process fails the audit: {}", json(&r.verdicts));
+    assert_eq!(r.boundary.get(id_of(&rec0)).map(|b| b.confined), Some(false), "{}", json(&r.boundary));
+    for v in [&r.verdicts.literal, &r.verdicts.revision_2a] {
+        assert!(v.reasons.iter().any(|x| x.contains("not confined")), "{}", json(v));
     }
 
     let recs = guard.0.clone();
     drop(guard);
-    let _ = drums::ckpt::remove_checkpoint_dir(std::path::Path::new(ckpt["dir"].as_str().unwrap()));
+    let _ = drums::ckpt::remove_checkpoint_dir(&ckpt.dir);
     assert_nothing_left(&before, &recs);
 }
 
@@ -378,8 +397,8 @@ fn an_audit_that_cannot_finish_is_incomplete_never_a_pass() {
 
     // Two bare sessions: their inits hold the null device as standard streams; revision 2a passes.
     let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &control]);
-    assert_eq!(code, 0, "{}", r["verdicts"]);
-    assert_eq!(r["pairs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "x_socket").unwrap()["pass"], Value::Null, "no desktop: the X check does not apply");
+    assert_eq!(code, 0, "{}", json(&r.verdicts));
+    assert_eq!(check_of(&r, CheckName::XSocket).pass, None, "no desktop: the X check does not apply");
 
     // Processes start and exit all the time in A (four loops, so that some run within any few
     // milliseconds even on a busy machine): every attempt sees processes come and go.
@@ -391,31 +410,33 @@ fn an_audit_that_cannot_finish_is_incomplete_never_a_pass() {
     // An attempt of a bare session's audit takes a few milliseconds, and on two busy cores the loops may
     // not run at all within one: an audit that saw nothing change is right to pass. So up to five
     // audits; the first that saw processes come and go must say incomplete (6), never pass.
-    let (mut code, mut r) = (0, Value::Null);
+    let mut last = None;
     for _ in 0..5 {
-        (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &control, "--attempts", "2"]);
+        let (code, r) = audit(&[&a, &b], &["--rule", "revision-2a", "--control", &control, "--attempts", "2"]);
+        last = Some((code, r));
         if code != 0 {
             break;
         }
     }
-    assert_eq!(code, 6, "processes exiting mid-audit make it incomplete: {}", r["incomplete"]);
-    assert_eq!(r["complete"], false);
-    assert_eq!(r["attempts"], 2);
-    let why = r["incomplete"].to_string();
-    assert!(why.contains("during the audit"), "{why}");
-    for rule in ["literal", "revision_2a"] {
-        assert_ne!(r["verdicts"][rule]["pass"], true, "an incomplete audit never passes: {}", r["verdicts"]);
+    let (code, r) = last.unwrap();
+    assert_eq!(code, 6, "processes exiting mid-audit make it incomplete: {:?}", r.incomplete);
+    assert!(!r.complete);
+    assert_eq!(r.attempts, 2);
+    let why = &r.incomplete;
+    assert!(why.iter().any(|w| w.contains("during the audit")), "{why:?}");
+    for v in [&r.verdicts.literal, &r.verdicts.revision_2a] {
+        assert_ne!(v.pass, Some(true), "an incomplete audit never passes: {}", json(&r.verdicts));
     }
-    assert_ne!(r["pairs"][0]["pass_literal"], true);
+    assert_ne!(r.pairs.first().and_then(|p| p.pass_literal), Some(true));
 
     // A session that is gone (destroyed after its record was written): incomplete at once, no retry.
     let o = run("drums-sweep", &[], &b);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let (code, r) = audit(&[&a, &b], &["--attempts", "3"]);
     assert_eq!(code, 6);
-    assert_eq!(r["attempts"], 1, "a gone session is not retried");
-    assert!(r["incomplete"].to_string().contains("is gone"), "{}", r["incomplete"]);
-    assert_ne!(r["verdicts"]["literal"]["pass"], true);
+    assert_eq!(r.attempts, 1, "a gone session is not retried");
+    assert!(r.incomplete.iter().any(|w| w.contains("is gone")), "{:?}", r.incomplete);
+    assert_ne!(r.verdicts.literal.pass, Some(true));
 
     // Fewer than two sessions is bad input, not an audit.
     let o = run("drums-audit", &[], &a);

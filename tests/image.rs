@@ -5,14 +5,21 @@
 
 use drums_tests::hygiene::*;
 use drums_tests::*;
+use drums::image::{ImageRecord, PruneReport, Verified};
+use drums::record::{Checkpoint, Session};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn default_image() -> Value {
+fn default_image() -> ImageRecord {
     let p = drums::image::images_root().join(drums::image::DEFAULT_IMAGE).join("image.json");
     let t = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}: run pipelines/setup.sh (it builds the default root image)", p.display()));
-    serde_json::from_str(&t).unwrap()
+    decode(&t)
+}
+
+/// `inside` of the clone-hygiene probe, which takes the record as JSON.
+fn inside_of(s: &Session, script: &str) -> String {
+    inside(&serde_json::to_value(s).unwrap(), script)
 }
 
 /// Files the test writes where only the host has them; removed when dropped.
@@ -69,7 +76,8 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-fn cold(guard: &mut Sessions, overlay_args: &str) -> Value {
+/// A cold session: its record line as cold.sh printed it, and decoded.
+fn cold(guard: &mut Sessions, overlay_args: &str) -> (String, Session) {
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())
@@ -78,26 +86,29 @@ fn cold(guard: &mut Sessions, overlay_args: &str) -> Value {
         .unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     guard.add(&text(&o.stdout));
-    serde_json::from_str(text(&o.stdout).trim()).unwrap()
+    let line = text(&o.stdout).trim().to_string();
+    let s = decode(&line);
+    (line, s)
 }
 
-fn restore_ready(ckpt: &str, guard: &mut Sessions) -> Value {
+fn restore_ready(ckpt: &str, guard: &mut Sessions) -> Session {
     let out = run_ok("drums-restore", &[], ckpt);
     guard.add(&out);
     let out = run_ok("drums-reseed", &[], &out);
     guard.add(&out);
-    serde_json::from_str(run_ok("drums-ready", &[], &out).trim()).unwrap()
+    decode(&run_ok("drums-ready", &[], &out))
 }
 
-fn host_pid(s: &Value, role: &str) -> i64 {
-    s["desktop"]["processes"].as_array().unwrap().iter().find(|p| p["role"] == role).and_then(|p| p["host_pid"].as_i64()).unwrap_or_else(|| panic!("no {role} in {}", s["desktop"]))
+fn host_pid(s: &Session, role: &str) -> i32 {
+    let d = s.desktop.as_ref().unwrap_or_else(|| panic!("no desktop in {}", json(s)));
+    d.processes.iter().find(|p| p.role == role).and_then(|p| p.host_pid).unwrap_or_else(|| panic!("no {role} in {}", json(d)))
 }
 
 /// What a session sees is its image's, whatever the host has.
-fn assert_on_image(s: &Value, image_root: &Path, markers: &HostMarkers, what: &str) {
+fn assert_on_image(s: &Session, image_root: &Path, markers: &HostMarkers, what: &str) {
     let probe = markers.0.iter().map(|p| format!("[ -e {0} ] && echo {0};", p.display())).collect::<String>();
-    assert_eq!(inside(s, &format!("{probe} true")), "", "{what}: files only the host has are visible");
-    let shadow = inside(s, "cat /etc/shadow");
+    assert_eq!(inside_of(s, &format!("{probe} true")), "", "{what}: files only the host has are visible");
+    let shadow = inside_of(s, "cat /etc/shadow");
     let image_shadow = std::fs::read_to_string(image_root.join("etc/shadow")).unwrap();
     assert_eq!(shadow, image_shadow.trim(), "{what}: /etc/shadow is not the image's");
     for l in std::fs::read_to_string("/etc/shadow").unwrap().lines() {
@@ -110,12 +121,12 @@ fn assert_on_image(s: &Value, image_root: &Path, markers: &HostMarkers, what: &s
     for dir in ["/home", "/root"] {
         let list = |root: &Path| -> Vec<String> { std::fs::read_dir(root.join(dir.trim_start_matches('/'))).into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect() };
         let (host, image) = (list(Path::new("/")), list(image_root));
-        let seen = inside(s, &format!("ls -A {dir}"));
+        let seen = inside_of(s, &format!("ls -A {dir}"));
         for name in host.iter().filter(|n| !image.contains(n) && !n.starts_with('.')) {
             assert!(!seen.lines().any(|l| l == name), "{what}: the host's {dir}/{name} is in the session");
         }
     }
-    assert_eq!(inside(s, "cat /etc/os-release"), std::fs::read_to_string(image_root.join("etc/os-release")).unwrap().trim(), "{what}: os-release");
+    assert_eq!(inside_of(s, "cat /etc/os-release"), std::fs::read_to_string(image_root.join("etc/os-release")).unwrap().trim(), "{what}: os-release");
     // The programs the desktop runs are the image's files: their bytes, as the kernel maps them.
     for (role, bin) in [("xvfb", "usr/bin/Xvfb"), ("openbox", "usr/bin/openbox")] {
         let running = std::fs::read(format!("/proc/{}/exe", host_pid(s, role))).unwrap();
@@ -129,31 +140,34 @@ fn a_cold_session_and_a_restored_sibling_see_their_image_not_the_host() {
     let _lock = session_lock();
     let before = inventory();
     let image = default_image();
-    let image_root = PathBuf::from(image["root"].as_str().unwrap());
+    let image_root = image.root.clone();
     let markers = HostMarkers::write();
     let mut guard = Sessions::default();
 
-    let src = cold(&mut guard, "");
-    assert_eq!(src["overlay"]["image"], json!({"name": image["name"], "dir": image["dir"], "root": image["root"], "digest": image["digest"]}), "the record names the image");
-    assert_eq!(src["desktop"]["manifest"]["image"]["digest"], image["digest"]);
-    let chromium = image["packages"].as_array().unwrap().iter().find(|p| p["name"] == "chromium").unwrap()["version"].clone();
-    assert_eq!(src["desktop"]["manifest"]["chromium"], chromium, "the manifest describes the image");
+    let (src_line, src) = cold(&mut guard, "");
+    let overlay = src.overlay.as_ref().unwrap_or_else(|| panic!("no overlay: {src_line}"));
+    assert_eq!(overlay.image, Some(image.reference()), "the record names the image");
+    // desktop.manifest is a free-form map (Desktop::manifest): its members are not typed.
+    let manifest = &src.desktop.as_ref().unwrap_or_else(|| panic!("no desktop: {src_line}")).manifest;
+    assert_eq!(manifest.get("image").and_then(|i| i.get("digest")), Some(&json!(image.digest)), "{}", json(manifest));
+    let chromium = image.version_of("chromium").unwrap_or_else(|| panic!("no chromium among the image's packages: {:?}", image.packages));
+    assert_eq!(manifest.get("chromium"), Some(&json!(chromium)), "the manifest describes the image");
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let options = mounts.lines().find(|l| l.split(' ').nth(4) == src["overlay"]["merged"].as_str()).expect("the session's overlay is mounted");
+    let options = mounts.lines().find(|l| l.split(' ').nth(4).map(Path::new) == Some(overlay.merged.as_path())).expect("the session's overlay is mounted");
     let lowers = options.split("lowerdir=").nth(1).unwrap().split(',').next().unwrap();
-    assert!(lowers.ends_with(image["root"].as_str().unwrap()), "the image is the lowest layer: {lowers}");
+    assert!(lowers.ends_with(image.root.to_str().unwrap()), "the image is the lowest layer: {lowers}");
     assert!(!lowers.split(':').any(|l| l == "/"), "the host's / is a layer: {lowers}");
     assert_on_image(&src, &image_root, &markers, "cold session");
 
-    let ckpt = run_ok("drums-ckpt", &["--clean"], &serde_json::to_string(&src).unwrap());
-    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-    let _ckpt_dir = RemoveOnDrop(c["dir"].as_str().unwrap().into());
-    assert_eq!(c["image"], src["overlay"]["image"], "the checkpoint names its image");
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &src_line);
+    let c: Checkpoint = decode(&ckpt);
+    let _ckpt_dir = RemoveOnDrop(c.dir.clone());
+    assert_eq!(c.image, overlay.image, "the checkpoint names its image");
 
     // The host upgrades a program the image has too; the checkpoint restores onto the image's version.
     let upgrade = HostUpgrade::of("/usr/bin/Xvfb");
     let sib = restore_ready(&ckpt, &mut guard);
-    assert_eq!(sib["ready"]["ready"], true, "{}", sib["ready"]);
+    assert!(sib.ready.as_ref().is_some_and(|r| r.ready), "{}", json(&sib.ready));
     assert_on_image(&sib, &image_root, &markers, "restored sibling");
     let running = std::fs::read(format!("/proc/{}/exe", host_pid(&sib, "xvfb"))).unwrap();
     assert!(running != std::fs::read(&upgrade.path).unwrap(), "the sibling runs the host's upgraded Xvfb");
@@ -170,21 +184,21 @@ struct TestImage {
 impl TestImage {
     fn new() -> TestImage {
         let base = default_image();
-        let short = &base["digest"].as_str().unwrap()[7..19];
+        let short = &base.digest[7..19];
         let dir = drums::image::images_root().join(format!("drumstest-{short}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
-        let o = Command::new("cp").arg("-al").arg(base["root"].as_str().unwrap()).arg(dir.join("root")).output().unwrap();
+        let o = Command::new("cp").arg("-al").arg(&base.root).arg(dir.join("root")).output().unwrap();
         assert!(o.status.success(), "cp -al: {}", text(&o.stderr));
         let mut rec = base.clone();
-        rec["name"] = json!("drumstest");
-        rec["dir"] = json!(dir);
-        rec["root"] = json!(dir.join("root"));
-        std::fs::write(dir.join("image.json"), rec.to_string()).unwrap();
+        rec.name = "drumstest".into();
+        rec.dir = dir.clone();
+        rec.root = dir.join("root");
+        std::fs::write(dir.join("image.json"), json(&rec)).unwrap();
         TestImage { dir }
     }
-    fn record(&self) -> Value {
-        serde_json::from_str(&std::fs::read_to_string(self.dir.join("image.json")).unwrap()).unwrap()
+    fn record(&self) -> ImageRecord {
+        decode(&std::fs::read_to_string(self.dir.join("image.json")).unwrap())
     }
 }
 impl Drop for TestImage {
@@ -218,43 +232,46 @@ fn a_checkpoint_whose_image_changed_or_went_is_refused_and_unused_images_are_pru
     let rec = img.record();
     let o = run("drums-overlay", &["image", "verify", img.dir.to_str().unwrap()], "");
     assert!(o.status.success(), "verify: {}{}", text(&o.stdout), text(&o.stderr));
-    assert_eq!(serde_json::from_str::<Value>(&text(&o.stdout)).unwrap()["equal"], true);
+    let v: Verified = decode(&text(&o.stdout));
+    assert!(v.equal, "{}", json(&v));
 
     let mut guard = Sessions::default();
-    let src = cold(&mut guard, &format!("--image {}", img.dir.display()));
-    assert_eq!(src["overlay"]["image"]["name"], "drumstest");
-    let ckpt = run_ok("drums-ckpt", &["--clean"], &serde_json::to_string(&src).unwrap());
-    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-    let ckpt_dir = RemoveOnDrop(c["dir"].as_str().unwrap().into());
+    let (src_line, src) = cold(&mut guard, &format!("--image {}", img.dir.display()));
+    assert_eq!(src.overlay.as_ref().and_then(|o| o.image.as_ref()).map(|i| i.name.as_str()), Some("drumstest"), "{src_line}");
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &src_line);
+    let c: Checkpoint = decode(&ckpt);
+    let ckpt_dir = RemoveOnDrop(c.dir.clone());
 
     // While the checkpoint names it, the image is kept by a prune.
     let o = run("drums-sweep", &["--prune-root-images", "--dry-run"], "");
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let plan: Value = serde_json::from_str(&text(&o.stdout)).unwrap();
-    let kept = plan["kept"].as_array().unwrap().iter().find(|k| k["dir"] == json!(img.dir)).unwrap_or_else(|| panic!("the used test image is not kept: {plan}"));
-    assert!(kept["used_by"].to_string().contains(c["id"].as_str().unwrap()), "{kept}");
+    let plan: PruneReport = decode(&text(&o.stdout));
+    let kept = plan.kept.iter().find(|k| k.dir == img.dir).unwrap_or_else(|| panic!("the used test image is not kept: {}", json(&plan)));
+    assert!(kept.used_by.iter().any(|u| u.contains(&c.id)), "{}", json(kept));
 
     // The image's digest is no longer the one the checkpoint names (same directory name, the rest differs).
     let mut changed = rec.clone();
-    let d = rec["digest"].as_str().unwrap();
-    changed["digest"] = json!(format!("{}{}", &d[..d.len() - 1], if d.ends_with('0') { '1' } else { '0' }));
-    std::fs::write(img.dir.join("image.json"), changed.to_string()).unwrap();
+    let d = &rec.digest;
+    changed.digest = format!("{}{}", &d[..d.len() - 1], if d.ends_with('0') { '1' } else { '0' });
+    std::fs::write(img.dir.join("image.json"), json(&changed)).unwrap();
     assert_refused(&ckpt, "has digest");
-    std::fs::write(img.dir.join("image.json"), rec.to_string()).unwrap();
+    std::fs::write(img.dir.join("image.json"), json(&rec)).unwrap();
     // The image is gone.
     let away = img.dir.with_file_name("drumstest-away");
     std::fs::rename(&img.dir, &away).unwrap();
     assert_refused(&ckpt, "not usable");
     std::fs::rename(&away, &img.dir).unwrap();
     // Hostile records: the host's / as the image, a path with .., a directory the digest does not name.
+    // Built as JSON: drums-ckpt's line with one member replaced, hostile input to drums-restore.
+    let c_json: Value = serde_json::from_str(&ckpt).unwrap();
     for (field, value) in [("dir", json!("/")), ("root", json!("/")), ("dir", json!(format!("{}/../desktop", img.dir.display())))] {
-        let mut bad = c.clone();
+        let mut bad = c_json.clone();
         bad["image"][field] = value;
         assert_refused(&bad.to_string(), &format!("image.{field}"));
     }
     // With the image as it was, the same checkpoint restores.
     let sib = restore_ready(&ckpt, &mut guard);
-    assert_eq!(sib["ready"]["ready"], true, "{}", sib["ready"]);
+    assert!(sib.ready.as_ref().is_some_and(|r| r.ready), "{}", json(&sib.ready));
     drop(guard);
 
     // A file of the tree changed in place: verify says so (exit 1).
@@ -275,16 +292,16 @@ fn a_checkpoint_whose_image_changed_or_went_is_refused_and_unused_images_are_pru
     let o = run("drums-sweep", &["--prune-root-images"], "");
     let _ = Command::new("umount").arg(&inner).status();
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let kept: Value = serde_json::from_str(&text(&o.stdout)).unwrap();
-    assert!(kept["kept"].as_array().unwrap().iter().any(|k| k["dir"] == json!(img.dir) && k["used_by"].to_string().contains("below it")), "{kept}");
+    let kept: PruneReport = decode(&text(&o.stdout));
+    assert!(kept.kept.iter().any(|k| k.dir == img.dir && k.used_by.iter().any(|u| u.contains("below it"))), "{}", json(&kept));
     let o = run("drums-sweep", &["--prune-root-images"], "");
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let done: Value = serde_json::from_str(&text(&o.stdout)).unwrap();
-    assert!(done["removed"].as_array().unwrap().contains(&json!(img.dir)), "{done}");
+    let done: PruneReport = decode(&text(&o.stdout));
+    assert!(done.removed.contains(&img.dir), "{}", json(&done));
     assert!(!img.dir.exists());
-    let default_dir = default_image()["dir"].clone();
-    assert!(done["kept"].as_array().unwrap().iter().any(|k| k["dir"] == default_dir), "{done}");
-    assert!(Path::new(default_dir.as_str().unwrap()).join("root/usr/bin/Xvfb").is_file());
+    let default_dir = default_image().dir;
+    assert!(done.kept.iter().any(|k| k.dir == default_dir), "{}", json(&done));
+    assert!(default_dir.join("root/usr/bin/Xvfb").is_file());
     let left = inventory().new_since(&before);
     assert!(left.is_empty(), "left after destroy: {left:?}");
 }

@@ -7,6 +7,9 @@
 
 use drums_tests::hygiene::*;
 use drums_tests::*;
+use drums::destroy::sweep::{Judged, SweepReport};
+use drums::pool::{DrainReport, FillReport, ParkedReport, StatusReport};
+use drums::record::{Checkpoint, Session};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -81,8 +84,17 @@ fn keep(g: &mut Guard, o: &Output) {
     }
 }
 
-fn lines(o: &Output) -> Vec<Value> {
-    text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+/// A record as JSON, for the clone-hygiene probe (tests/hygiene_probe.rs), which takes its records so.
+fn as_json<T: serde::Serialize>(r: &T) -> Value {
+    serde_json::to_value(r).expect("records serialize")
+}
+
+/// What `drums-pool fill` printed: a report per sibling parked, then its summary.
+fn fill_reports(o: &Output) -> (Vec<ParkedReport>, FillReport) {
+    let t = text(&o.stdout);
+    let mut lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
+    let summary = decode(lines.pop().unwrap_or_else(|| panic!("no summary: {}", text(&o.stderr))));
+    (lines.into_iter().map(decode).collect(), summary)
 }
 
 fn last_phase(id: &str) -> Option<(String, i32)> {
@@ -90,7 +102,7 @@ fn last_phase(id: &str) -> Option<(String, i32)> {
     c.last_phase().map(|(p, by, _)| (p.to_string(), by.pid))
 }
 
-fn freezer_state(s: &drums::Session) -> String {
+fn freezer_state(s: &Session) -> String {
     let dir = s.cgroup.as_ref().and_then(|c| c.paths.get("freezer").cloned()).expect("a freezer cgroup");
     std::fs::read_to_string(dir.join("freezer.state")).unwrap().trim().to_string()
 }
@@ -101,16 +113,14 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-fn fill(g: &mut Guard, depth: u32) -> Vec<Value> {
+fn fill(g: &mut Guard, depth: usize) -> Vec<ParkedReport> {
     let child = pool("fill").args(["--checkpoint", &g.ckpt_id, "--depth", &depth.to_string()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     g.owners.push(child.id() as i32);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "pool-fill: {}{}", text(&o.stdout), text(&o.stderr));
-    let recs = lines(&o);
-    let summary = recs.last().unwrap();
-    assert_eq!(summary["type"], "pool_fill", "{summary}");
-    assert_eq!(summary["depth"], depth, "{summary}");
-    recs
+    let (parked, summary) = fill_reports(&o);
+    assert_eq!(summary.depth, Some(depth), "{}", json(&summary));
+    parked
 }
 
 fn take(args: &[&str]) -> Command {
@@ -119,26 +129,27 @@ fn take(args: &[&str]) -> Command {
     c
 }
 
-fn sweep_orphans() -> Value {
+fn sweep_orphans() -> SweepReport {
     let o = Command::new(tool("drums-sweep")).args(["--orphans", "--older-than", "1"]).output().unwrap();
-    serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("{e}: {}{}", text(&o.stdout), text(&o.stderr)))
+    assert!(!o.stdout.is_empty(), "no sweep report: {}", text(&o.stderr));
+    decode(&text(&o.stdout))
 }
 
 /// A clean checkpoint of a fresh cold session, the pool's checkpoint from now on (`g.ckpt_id`); with
 /// `hygiene`, of a source prepared as the clone-hygiene test prepares it.
-fn checkpoint(g: &mut Guard, hygiene: bool) -> Value {
+fn checkpoint(g: &mut Guard, hygiene: bool) -> Checkpoint {
     let o = out(&mut script("cold.sh"));
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     let src_text = text(&o.stdout);
     keep(g, &o);
     if hygiene {
-        prepare_source(&serde_json::from_str(src_text.trim()).unwrap());
+        prepare_source(&as_json(&decode::<Session>(&src_text)));
     }
     let o = run("drums-ckpt", &["--clean"], &src_text);
     assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));
-    let ckpt: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
-    g.ckpt_id = ckpt["id"].as_str().unwrap().to_string();
-    g.ckpt_dir = ckpt["dir"].as_str().unwrap().to_string();
+    let ckpt: Checkpoint = decode(&text(&o.stdout));
+    g.ckpt_id = ckpt.id.clone();
+    g.ckpt_dir = ckpt.dir.to_str().unwrap().to_string();
     ckpt
 }
 
@@ -178,9 +189,9 @@ fn two_concurrent_takes_never_get_the_same_sibling() {
         let lost = outs.iter().find(|o| !o.status.success()).unwrap();
         assert_eq!(lost.status.code(), Some(1), "round {round}: {}", text(&lost.stderr));
         assert!(lost.stdout.is_empty());
-        let r: Value = serde_json::from_str(text(&won[0].stdout).trim()).unwrap();
-        assert_eq!(last_phase(r["id"].as_str().unwrap()).unwrap(), ("taken".to_string(), me()));
-        got.push(r["id"].as_str().unwrap().to_string());
+        let r: Session = decode(&text(&won[0].stdout));
+        assert_eq!(last_phase(&r.id).unwrap(), ("taken".to_string(), me()));
+        got.push(r.id);
     }
     let mut distinct = got.clone();
     distinct.sort();
@@ -215,13 +226,13 @@ fn a_filler_stopped_or_killed_midway_leaves_nothing_half_made() {
     std::thread::sleep(Duration::from_millis(2300));
     let st = out(pool("status").args(["--checkpoint", &g.ckpt_id]));
     assert!(st.status.success(), "{}", text(&st.stderr));
-    assert_eq!(lines(&st)[0]["filler_pid"], pid, "{}", text(&st.stdout));
+    assert_eq!(decode_lines::<StatusReport>(&st.stdout)[0].filler_pid, Some(pid), "{}", text(&st.stdout));
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}{}", text(&o.stdout), text(&o.stderr));
-    let summary = lines(&o).pop().unwrap();
-    assert_eq!((summary["type"].as_str(), summary["stopped"].as_str()), (Some("pool_fill"), Some("stopped by SIGTERM")), "{summary}");
-    assert!(summary["made"].as_u64().unwrap() >= 1, "the filler made nothing before SIGTERM: {summary}");
+    let (_, summary) = fill_reports(&o);
+    assert_eq!(summary.stopped, "stopped by SIGTERM", "{}", json(&summary));
+    assert!(summary.made >= 1, "the filler made nothing before SIGTERM: {}", json(&summary));
     for id in sessions_owned_by(&g, pid) {
         assert!(parked_in_ready(&id), "{id}: left by a filler stopped with SIGTERM, but not parked (phase {:?})", last_phase(&id));
     }
@@ -249,7 +260,7 @@ fn a_filler_stopped_or_killed_midway_leaves_nothing_half_made() {
     }
     let o = out(pool("drain").args(["--checkpoint", &g.ckpt_id]));
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
-    assert_eq!(lines(&o)[0]["spool_removed"], true, "a killed filler's tmp/ or ready/ kept the spool: {}", text(&o.stdout));
+    assert!(decode_lines::<DrainReport>(&o.stdout)[0].spool_removed, "a killed filler's tmp/ or ready/ kept the spool: {}", text(&o.stdout));
     drop(g);
     assert_nothing_left(&before);
 }
@@ -267,12 +278,11 @@ fn warm_pool() {
     let spool = drums::state::state_root().join("pools").join(&g.ckpt_id);
 
     // Fill to depth 4: four parked, frozen siblings, marked "parked" in their ledgers.
-    let recs = fill(&mut g, 4);
-    let parked: Vec<&Value> = recs.iter().filter(|r| r["type"] == "pool_parked").collect();
-    assert_eq!(parked.len(), 4, "{recs:?}");
+    let parked = fill(&mut g, 4);
+    assert_eq!(parked.len(), 4, "{parked:?}");
     assert_eq!(files(&spool.join("ready")).len(), 4);
     for f in files(&spool.join("ready")) {
-        let r: drums::Session = serde_json::from_str(std::fs::read_to_string(&f).unwrap().trim()).unwrap();
+        let r: Session = decode(&std::fs::read_to_string(&f).unwrap());
         assert!(r.ready.as_ref().is_some_and(|x| x.ready), "{f:?}");
         assert!(r.reseed.as_ref().is_some_and(|x| x.total_s > 0.0), "parked before its reseed: {f:?}");
         let pool = r.pool.as_ref().expect("a parked sibling's pool section");
@@ -285,40 +295,39 @@ fn warm_pool() {
     // `status` sees them, oldest first, and no filler at work.
     let st = out(pool("status").args(["--checkpoint", &g.ckpt_id]));
     assert!(st.status.success(), "{}", text(&st.stderr));
-    let st = &lines(&st)[0];
+    let st = &decode_lines::<StatusReport>(&st.stdout)[0];
     let by_name: Vec<String> = files(&spool.join("ready")).iter().map(|f| f.file_name().unwrap().to_string_lossy().split('.').nth(1).unwrap().to_string()).collect();
-    assert_eq!((st["type"].as_str(), st["parked"].clone(), st["filler_pid"].clone()), (Some("pool_status"), serde_json::json!(by_name), Value::Null), "{st}");
+    assert_eq!((&st.parked, st.filler_pid), (&by_name, None), "{}", json(st));
 
     // Parked siblings survive a sweep although their filler (their owner) is gone.
     std::thread::sleep(Duration::from_millis(1500));
     let rep = sweep_orphans();
     for p in &parked {
-        let id = p["session"].as_str().unwrap();
-        let v = rep["sessions"].as_array().unwrap().iter().find(|s| s["session"] == id).unwrap_or_else(|| panic!("{id} not judged: {rep}"));
-        assert_eq!(v["verdict"], "kept", "{v}");
+        let id = &p.session;
+        let v = rep.sessions.iter().find(|s| s.session.as_ref() == Some(id)).unwrap_or_else(|| panic!("{id} not judged: {}", json(&rep)));
+        assert_eq!(v.verdict, Judged::Kept, "{}", json(v));
         assert!(drums::state::session_dir(id).is_dir());
     }
 
     // Four concurrent takers: four distinct, thawed, ready sessions owned by the taker.
     let takers: Vec<_> = (0..4).map(|_| take(&["--checkpoint", &g.ckpt_id]).spawn().unwrap()).collect();
-    let mut taken: Vec<Value> = vec![];
+    let mut taken: Vec<Session> = vec![];
     for t in takers {
         let o = t.wait_with_output().unwrap();
         keep(&mut g, &o);
         assert!(o.status.success(), "take: {}", text(&o.stderr));
-        taken.push(serde_json::from_str(text(&o.stdout).trim()).unwrap());
+        taken.push(decode(&text(&o.stdout)));
     }
-    let mut ids: Vec<&str> = taken.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let mut ids: Vec<&str> = taken.iter().map(|r| r.id.as_str()).collect();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 4, "two takers got the same session: {ids:?}");
-    for r in &taken {
-        let s: drums::Session = serde_json::from_value(r.clone()).unwrap();
+    for s in &taken {
         let ready = s.ready.as_ref().expect("a checked sibling");
         assert!(ready.ready, "{ready:?}");
         assert_eq!(s.owner.pid, me(), "the taker is the new owner");
         assert_eq!(s.pool.as_ref().and_then(|p| p.taker.as_ref()).map(|t| t.pid as i64), Some(me() as i64));
-        assert_eq!(freezer_state(&s), "THAWED");
+        assert_eq!(freezer_state(s), "THAWED");
         assert_eq!(last_phase(&s.id).unwrap(), ("taken".to_string(), me()));
         eprintln!("take: {:.3} s", ready.checked_at - s.pool.as_ref().and_then(|p| p.take_started_at).unwrap());
     }
@@ -330,38 +339,38 @@ fn warm_pool() {
     let o = take(&["--checkpoint", &g.ckpt_id]).output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(o.stdout.is_empty());
-    let err: Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap()).unwrap();
-    assert_eq!((err["type"].as_str(), err["kind"].as_str(), err["exit"].as_i64()), (Some("error"), Some("check_failed"), Some(1)), "{err}");
+    let err = error_record(&o.stderr);
+    assert_eq!((err.kind.as_str(), err.exit), ("check_failed", 1), "{}", json(&err));
     assert!(t.elapsed() < Duration::from_secs(2));
     // ... with --wait it fails after that long (here through pipelines/pool-take.sh, kept for
     // compatibility: the same tool), or gets the sibling that a filler parks meanwhile.
     let t = Instant::now();
     let o = script("pool-take.sh").args(["--checkpoint", &g.ckpt_id, "--wait", "1"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
-    let err: Value = serde_json::from_str(text(&o.stderr).lines().last().unwrap()).unwrap();
-    assert_eq!(err["tool"], "drums-pool", "{err}");
+    let err = error_record(&o.stderr);
+    assert_eq!(err.tool, "drums-pool", "{}", json(&err));
     assert!(t.elapsed() >= Duration::from_secs(1));
     let waiter = take(&["--checkpoint", &g.ckpt_id, "--wait", "120"]).spawn().unwrap();
     fill(&mut g, 1);
     let o = waiter.wait_with_output().unwrap();
     keep(&mut g, &o);
     assert!(o.status.success(), "waiting taker: {}", text(&o.stderr));
-    let fifth: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
-    assert!(!ids.contains(&fifth["id"].as_str().unwrap()));
+    let fifth: Session = decode(&text(&o.stdout));
+    assert!(!ids.contains(&fifth.id.as_str()), "{} was taken before", fifth.id);
 
     // Uniqueness was established before parking, as the restore path's clone-hygiene test proves it: every
     // taken sibling had its page moved into a renderer forked after the restore, and every wipe-on-fork
     // range the checkpoint recorded zeroed (a range is skipped only when its process is missing) ...
-    let wipe_ranges = ckpt["wipe"].as_array().expect("the checkpoint's wipe-on-fork ranges").len();
-    assert!(wipe_ranges > 0, "the checkpoint recorded no wipe-on-fork range: {}", ckpt["wipe"]);
-    for r in taken.iter().chain([&fifth]) {
-        let s: drums::Session = serde_json::from_value(r.clone()).unwrap();
+    let wipe_ranges = ckpt.wipe.len();
+    assert!(wipe_ranges > 0, "the checkpoint recorded no wipe-on-fork range: {:?}", ckpt.wipe);
+    for s in taken.iter().chain([&fifth]) {
         let rs = s.reseed.as_ref().expect("a reseeded sibling");
         assert!(rs.browser.as_ref().is_some_and(|b| b.renderer_renewed), "{}: {rs:?}", s.id);
         assert_eq!(rs.wiped_ranges, wipe_ranges, "{}: not every wipe-on-fork range was zeroed: {rs:?}", s.id);
     }
     // ... and two taken siblings differ in everything.
-    let (a, b) = (probe(&taken[0], &ckpt), probe(&taken[1], &ckpt));
+    let ckpt_json = as_json(&ckpt);
+    let (a, b) = (probe(&as_json(&taken[0]), &ckpt_json), probe(&as_json(&taken[1]), &ckpt_json));
     assert_ne!(a.hostname, b.hostname, "hostname");
     assert_ne!(a.mac, b.mac, "MAC");
     assert_ne!(a.guest_rng, b.guest_rng, "guest RNG");
@@ -395,9 +404,9 @@ fn warm_pool() {
                 use std::io::BufRead;
                 let mut line = String::new();
                 std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-                let r: Value = serde_json::from_str(line.trim()).unwrap();
-                assert_eq!(r["owner"]["pid"], child.id(), "the shell that ran the taker owns the session");
-                killed.push(r["id"].as_str().unwrap().to_string());
+                let r: Session = decode(&line);
+                assert_eq!(r.owner.pid, child.id() as i32, "the shell that ran the taker owns the session");
+                killed.push(r.id);
             }
         }
         unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
@@ -429,7 +438,7 @@ fn warm_pool() {
     // Draining removes the spool; nothing the test made is left.
     let o = out(pool("drain").args(["--checkpoint", &g.ckpt_id]));
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
-    assert_eq!(lines(&o)[0]["spool_removed"], true, "{}", text(&o.stdout));
+    assert!(decode_lines::<DrainReport>(&o.stdout)[0].spool_removed, "{}", text(&o.stdout));
     drop(g);
     assert_nothing_left(&before);
 }
