@@ -9,6 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+/// A tool's output that is one record, decoded into `T`: more than one line fails (as parsing it as one
+/// JSON value did).
+fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
+    assert_eq!(out.trim().lines().count(), 1, "not one record: {out}");
+    decode(out)
+}
+
 fn cold_session(png: &std::path::Path) -> (Session, Sessions) {
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
         .env("PATH", path_with_tools())
@@ -18,8 +25,7 @@ fn cold_session(png: &std::path::Path) -> (Session, Sessions) {
         .expect("run pipelines/cold.sh");
     let out = text(&o.stdout);
     assert!(o.status.success(), "cold.sh failed: {}\n{out}", text(&o.stderr));
-    assert_eq!(out.trim().lines().count(), 1, "cold.sh prints one record: {out}");
-    let rec: Session = decode(&out);
+    let rec: Session = one(&out);
     let guard = Sessions(vec![out]);
     (rec, guard)
 }
@@ -85,8 +91,8 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
     // A command that cannot be started: a shell's 127, and an error object saying why.
     let o = Command::new(tool("drums-ns")).args(["exec", "--session", &id, "--", "/no/such/drums-command"]).output().unwrap();
     assert_eq!(o.status.code(), Some(127));
-    // One error object and nothing else on stderr: decoding all of it as one record fails otherwise.
-    let err: ErrorRecord = decode(&text(&o.stderr));
+    // One error object and nothing else on stderr.
+    let err: ErrorRecord = one(&text(&o.stderr));
     assert_eq!((err.kind.as_str(), err.exit), ("exec_failed", 127), "{}", json(&err));
     assert!(err.message.contains("No such file"), "{}", json(&err));
     let (_, write) = inside(&id, "echo x > /etc/drums-cold-probe && cat /etc/drums-cold-probe");
@@ -157,7 +163,7 @@ fn killed_stages_leave_nothing_after_destroy() {
         let o = Command::new(tool("drums-overlay")).args(["create"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
         assert!(o.status.success(), "{}", text(&o.stderr));
         let mut rec = text(&o.stdout);
-        let id = decode::<Session>(&rec).id;
+        let id = one::<Session>(&rec).id;
         if stage == "desktop" {
             let o = run("drums-ns", &["create"], &rec);
             assert!(o.status.success(), "{}", text(&o.stderr));
@@ -220,7 +226,7 @@ fn the_guest_runs_commands_as_its_guest_user() {
     let before = inventory();
     let (rec, guard) = bare_session();
     let rec = run_ok("drums-desktop", &["start", "--no-chromium", "--guest-user", "daemon"], &rec);
-    let v: Session = decode(&rec);
+    let v: Session = one(&rec);
     let guest = v.desktop.as_ref().and_then(|d| d.guest_url.as_deref()).expect("the guest was started");
     let (status, body) = http("POST", &format!("{guest}/execute"), Some(&serde_json::json!({"command": "id -un", "shell": true})), Duration::from_secs(10));
     assert_eq!(status, 200, "{body}");
@@ -241,7 +247,7 @@ fn a_process_that_does_not_start_is_named_and_its_session_destroyed() {
     let _lock = session_lock();
     let before = inventory();
     let (rec, guard) = bare_session();
-    let id = decode::<Session>(&rec).id;
+    let id = one::<Session>(&rec).id;
     let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", &id, "--", "/no/such/program"]).output().unwrap();
     assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
     assert!(o.stdout.is_empty(), "no process record for a command that never ran: {}", text(&o.stdout));

@@ -7,6 +7,13 @@ use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// A tool's output that is one record, decoded into `T`: more than one line fails (as parsing it as one
+/// JSON value did).
+fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
+    assert_eq!(out.trim().lines().count(), 1, "not one record: {out}");
+    decode(out)
+}
+
 /// Removes a checkpoint directory when dropped (checkpoints outlive sessions, so the session guard does not).
 struct RemoveOnDrop(std::path::PathBuf);
 impl Drop for RemoveOnDrop {
@@ -25,7 +32,7 @@ fn cold(guard: &mut Sessions) -> (String, Session) {
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     guard.add(&text(&o.stdout));
     let line = text(&o.stdout).trim().to_string();
-    let rec = decode(&line);
+    let rec = one(&line);
     (line, rec)
 }
 
@@ -61,7 +68,7 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     let (src, src_rec) = cold(&mut guard);
     let src_dir = src_rec.state_dir.clone();
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
-    let c: Checkpoint = decode(&ckpt);
+    let c: Checkpoint = one(&ckpt);
     let _ckpt_dir = RemoveOnDrop(c.dir.clone());
     assert!(c.image_bytes > 50 << 20, "{}", json(&c));
     assert!(c.dump_s > 0.0, "{}", json(&c));
@@ -152,7 +159,7 @@ fn clone_hygiene() {
     // Last, ending the source: a clean checkpoint whose source does not go on has its browser state
     // erased before the dump.
     let erased = run_ok("drums-ckpt", &["--clean"], &src_rec);
-    let (clean_rec, kept_rec, erased_rec): (Checkpoint, Checkpoint, Checkpoint) = (decode(&clean), decode(&kept), decode(&erased));
+    let (clean_rec, kept_rec, erased_rec): (Checkpoint, Checkpoint, Checkpoint) = (one(&clean), one(&kept), one(&erased));
     assert_eq!((&clean_rec.browser_erased, &kept_rec.browser_erased), (&None, &None), "a source that goes on keeps its browser state");
     let erased_what = erased_rec.browser_erased.as_ref().map(|b| (b.cookies_cleared, b.storage_cleared));
     assert_eq!(erased_what, Some((true, true)), "{}", json(&erased_rec));
@@ -219,7 +226,7 @@ fn clone_hygiene() {
         assert_eq!((b.cleared_at, b.renderer_renewed), (Some(ClearedAt::Dump), true), "{rs:?}");
     }
     for c in [&clean, &kept, &erased] {
-        let _ = drums::ckpt::remove_checkpoint_dir(&decode::<Checkpoint>(c).dir);
+        let _ = drums::ckpt::remove_checkpoint_dir(&one::<Checkpoint>(c).dir);
     }
 }
 
@@ -249,7 +256,7 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
     let mut guard = Sessions::default();
     let (src, _) = cold(&mut guard);
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
-    let c: Checkpoint = decode(&ckpt);
+    let c: Checkpoint = one(&ckpt);
 
     for delay in [30u64, 150, 400, 800] {
         let before: Vec<String> = new_state_dirs(&[]);
