@@ -5,10 +5,19 @@
 #[path = "cgroup_check.rs"]
 mod check;
 
+use drums::cgroup::{Sample, Section};
+use drums::record::{Checkpoint, Session};
 use drums_tests::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// A tool's output that is one record, decoded into `T`: more than one line fails (as parsing it as one
+/// JSON value did).
+fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
+    assert_eq!(out.trim().lines().count(), 1, "not one record: {out}");
+    decode(out)
+}
 
 fn state_root() -> PathBuf {
     let d = std::env::temp_dir().join(format!("drums-cgtest-{}", drums::state::new_id('d')));
@@ -108,10 +117,10 @@ fn failed_create_leaves_nothing() {
     check::fail(&scenario("fail"));
 }
 
-fn spawn(root: &std::path::Path, script: &str) -> serde_json::Value {
+fn spawn(root: &std::path::Path, script: &str) -> Session {
     let o = Command::new(probe()).args(["spawn-session", root.to_str().unwrap(), script]).output().unwrap();
     assert!(o.status.success(), "spawn-session: {}", text(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
+    one(&text(&o.stdout))
 }
 
 fn cg(root: &std::path::Path, args: &[&str], stdin: &str) -> std::process::Output {
@@ -127,8 +136,8 @@ fn cg(root: &std::path::Path, args: &[&str], stdin: &str) -> std::process::Outpu
     c.wait_with_output().unwrap()
 }
 
-fn kill(rec: &serde_json::Value) {
-    unsafe { libc::kill(rec["ns"]["init_pid"].as_i64().unwrap() as i32, libc::SIGKILL) };
+fn kill(rec: &Session) {
+    unsafe { libc::kill(rec.ns.as_ref().expect("an ns section").init_pid, libc::SIGKILL) };
 }
 
 /// A record whose PID namespace is the host's would move every host process: refused before any change.
@@ -139,11 +148,11 @@ fn refuses_the_host_pid_namespace() {
     let mut rec = spawn(&root, "sleep 30");
     kill(&rec);
     let host = drums::proc::ns_inode(std::process::id() as i32, "pid").unwrap();
-    rec["ns"]["inodes"]["pid"] = host.into();
-    let o = cg(&root, &["create"], &rec.to_string());
+    rec.ns.as_mut().unwrap().inodes.pid = host;
+    let o = cg(&root, &["create"], &json(&rec));
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("ns.inodes.pid"), "{}", text(&o.stderr));
-    let id = rec["id"].as_str().unwrap();
+    let id = &rec.id;
     for c in ["cpu", "memory", "pids"] {
         let p = format!("/sys/fs/cgroup/{c}/drums/{id}");
         assert!(!std::path::Path::new(&p).exists(), "{p} left after a refused create");
@@ -158,32 +167,34 @@ fn refuses_paths_of_another_session() {
     let root = state_root();
     let a = spawn(&root, "sleep 30");
     let b = spawn(&root, "sleep 30");
-    let o = cg(&root, &["create", "--pids", "32"], &a.to_string());
+    let o = cg(&root, &["create", "--pids", "32"], &json(&a));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let a2: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let a2_line = text(&o.stdout);
+    let a2: Session = one(&a2_line);
+    // Hostile input: b's record naming a's cgroups, a's naming a directory elsewhere.
     let mut hostile = b.clone();
-    hostile["cgroup"] = a2["cgroup"].clone();
+    hostile.cgroup = a2.cgroup.clone();
     for cmd in ["remove", "freeze", "watch"] {
-        let o = cg(&root, &[cmd], &hostile.to_string());
+        let o = cg(&root, &[cmd], &json(&hostile));
         assert_eq!(o.status.code(), Some(3), "{cmd}: {}", text(&o.stderr));
         assert!(text(&o.stderr).contains("cgroup.paths"), "{cmd}: {}", text(&o.stderr));
     }
     let mut elsewhere = a2.clone();
-    elsewhere["cgroup"]["paths"]["memory"] = "/etc/drums/x".into();
-    assert_eq!(cg(&root, &["remove"], &elsewhere.to_string()).status.code(), Some(3));
+    elsewhere.cgroup.as_mut().expect("a cgroup section").paths.insert("memory".into(), "/etc/drums/x".into());
+    assert_eq!(cg(&root, &["remove"], &json(&elsewhere)).status.code(), Some(3));
     // enter adds a process; the real session is intact and removable.
     let extra = Command::new("sleep").arg("30").spawn().unwrap();
-    let o = cg(&root, &["enter", "--pid", &extra.id().to_string()], &a2.to_string());
+    let o = cg(&root, &["enter", "--pid", &extra.id().to_string()], &a2_line);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let mem = a2["cgroup"]["paths"]["memory"].as_str().unwrap();
-    let procs = std::fs::read_to_string(format!("{mem}/cgroup.procs")).unwrap();
-    assert!(procs.lines().any(|l| l == extra.id().to_string()), "entered process not in {mem}: {procs}");
+    let mem = a2.cgroup.as_ref().expect("a cgroup section").paths["memory"].clone();
+    let procs = std::fs::read_to_string(mem.join("cgroup.procs")).unwrap();
+    assert!(procs.lines().any(|l| l == extra.id().to_string()), "entered process not in {}: {procs}", mem.display());
     unsafe { libc::kill(extra.id() as i32, libc::SIGKILL) };
     kill(&a);
     kill(&b);
-    let o = cg(&root, &["remove"], &a2.to_string());
+    let o = cg(&root, &["remove"], &a2_line);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert!(!std::path::Path::new(mem).exists());
+    assert!(!mem.exists());
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -200,9 +211,9 @@ fn criu() -> PathBuf {
     PathBuf::from("criu")
 }
 
-fn probe_out(args: &[&str], stdin: &serde_json::Value) -> String {
+fn probe_out(args: &[&str], stdin: &Session) -> String {
     let mut c = Command::new(probe()).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    std::io::Write::write_all(&mut c.stdin.take().unwrap(), stdin.to_string().as_bytes()).unwrap();
+    std::io::Write::write_all(&mut c.stdin.take().unwrap(), json(stdin).as_bytes()).unwrap();
     text(&c.wait_with_output().unwrap().stdout).trim().to_string()
 }
 
@@ -220,11 +231,12 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
     let criu = criu();
     let root = state_root();
     let src = spawn(&root, "while :; do sleep 1; done");
-    let o = cg(&root, &["create", "--pids", "100"], &src.to_string());
+    let o = cg(&root, &["create", "--pids", "100"], &json(&src));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let src: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let src_id = src["id"].as_str().unwrap().to_string();
-    let init = src["ns"]["init_pid"].as_i64().unwrap().to_string();
+    let src_line = text(&o.stdout);
+    let src: Session = one(&src_line);
+    let src_id = src.id.clone();
+    let init = src.ns.as_ref().expect("an ns section").init_pid.to_string();
     let img = root.join("img");
     std::fs::create_dir_all(&img).unwrap();
     let dump_args = probe_out(&["criu-dump-args"], &src);
@@ -237,23 +249,18 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
     let log = |f: &str| std::fs::read_to_string(img.join(f)).unwrap_or_default();
     assert!(o.status.success(), "criu dump: {}\n{}", text(&o.stderr), log("dump.log"));
     // The source is gone (dump kills it); its cgroups are removed as its destroy would.
-    assert_eq!(cg(&root, &["remove"], &src.to_string()).status.code(), Some(0));
+    assert_eq!(cg(&root, &["remove"], &src_line).status.code(), Some(0));
 
     // The sibling: its own ledger, record and cgroups (different limits), no processes yet.
     let sib_id = drums::state::new_id('d');
     let sib_dir = root.join("sessions").join(&sib_id);
     let owner = drums::proc::me().unwrap();
     drums::ledger::Ledger::create(&sib_dir, &sib_id, owner, None).unwrap();
-    let mut sib = src.clone();
-    sib["id"] = sib_id.clone().into();
-    sib["state_dir"] = sib_dir.to_str().unwrap().into();
-    sib["ns"] = serde_json::Value::Null;
-    sib["cgroup"] = serde_json::Value::Null;
+    let mut sib_s = Session { id: sib_id.clone(), state_dir: sib_dir.clone(), ns: None, cgroup: None, ..src.clone() };
     // drums-restore's calls: prepare_restore before CRIU, enter_all after it.
-    let mut sib_s: drums::Session = serde_json::from_value(sib).unwrap();
     let limits = drums::cgroup::Limits::new(2.0, 512 << 20, 77).unwrap();
     drums::cgroup::prepare_restore(&mut sib_s, &limits).unwrap();
-    let sib = serde_json::to_value(&sib_s).unwrap();
+    let sib = sib_s.clone();
     let args: Vec<String> = probe_out(&["criu-restore-args"], &sib).split(' ').map(str::to_string).collect();
     assert_eq!(args[0], "--manage-cgroups=soft", "{args:?}");
 
@@ -297,12 +304,12 @@ fn criu_restores_a_sibling_into_its_own_cgroups() {
     });
     assert_eq!(drums::cgroup::enter_all(&mut sib_s).unwrap(), 0, "CRIU put every restored process in the sibling's cgroups");
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    let o = cg(&root, &["remove"], &sib.to_string());
+    let o = cg(&root, &["remove"], &json(&sib));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 
     // A sibling without cgroups: CRIU is told to leave cgroups alone, and recreates nothing of the source.
     let mut sib_none = sib.clone();
-    sib_none["cgroup"] = serde_json::Value::Null;
+    sib_none.cgroup = None;
     let none = probe_out(&["criu-restore-args"], &sib_none);
     assert_eq!(none, "--manage-cgroups=ignore");
     let pid = restore(&[none], "pid3", "restore3.log");
@@ -344,12 +351,14 @@ impl Drop for Destroy {
     }
 }
 
-fn stage(guard: &Destroy, name: &str, args: &[&str], input: &str) -> serde_json::Value {
+/// A stage's record: as it printed it (the next stage's input) and decoded.
+fn stage(guard: &Destroy, name: &str, args: &[&str], input: &str) -> (String, Session) {
     let o = run(name, args, input);
     assert!(o.status.success(), "{name} {args:?} failed: {}", text(&o.stderr));
     let out = text(&o.stdout);
     *guard.0.borrow_mut() = out.clone();
-    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{name}: not one record ({e}): {out}"))
+    let rec = one(&out);
+    (out, rec)
 }
 
 /// A real Drums session (drums-overlay, drums-ns, drums-desktop) limited between drums-ns and the
@@ -360,22 +369,23 @@ fn real_session_under_limits() {
     require_root();
     let _lock = session_lock();
     let guard = Destroy(std::cell::RefCell::new(String::new()));
-    let a = stage(&guard, "drums-overlay", &["create"], "");
-    let b = stage(&guard, "drums-ns", &["create"], &a.to_string());
-    let c = stage(&guard, "drums-cgroup", &["create", "--cpus", "2", "--memory", "4G", "--pids", "4096"], &b.to_string());
-    let sec = c["cgroup"].clone();
-    assert_eq!(sec["applied"], true, "{sec}");
-    assert_eq!(sec["read_back"]["cpu_quota_us"], 200000);
-    assert_eq!(sec["read_back"]["memory_bytes"], 4u64 << 30);
-    assert_eq!(sec["read_back"]["pids_max"], 4096);
-    assert!(sec["processes_moved"].as_u64().unwrap() >= 1);
-    let d = stage(&guard, "drums-desktop", &["start"], &c.to_string());
-    assert_eq!(d["cgroup"], sec, "later stages keep the cgroup section");
-    let id = d["id"].as_str().unwrap();
+    let (a, _) = stage(&guard, "drums-overlay", &["create"], "");
+    let (b, _) = stage(&guard, "drums-ns", &["create"], &a);
+    let (c, c_rec) = stage(&guard, "drums-cgroup", &["create", "--cpus", "2", "--memory", "4G", "--pids", "4096"], &b);
+    let sec = c_rec.cgroup.clone().unwrap_or_else(|| panic!("no cgroup section: {c}"));
+    let rb = check::read_back(&sec);
+    assert!(sec.applied, "{}", json(&sec));
+    assert_eq!(rb.get("cpu_quota_us"), Some(200000), "{}", json(&sec));
+    assert_eq!(rb.get("memory_bytes"), Some(4u64 << 30), "{}", json(&sec));
+    assert_eq!(rb.get("pids_max"), Some(4096), "{}", json(&sec));
+    assert!(sec.processes_moved.unwrap() >= 1, "{}", json(&sec));
+    let (d_line, d) = stage(&guard, "drums-desktop", &["start"], &c);
+    assert_eq!(d.cgroup.as_ref(), Some(&sec), "later stages keep the cgroup section");
+    let id = d.id.as_str();
     let want = format!("/{}/{id}", drums::cgroup::PARENT);
 
     // Every process of the session's PID namespace is in every one of its cgroups.
-    let pidns = d["ns"]["inodes"]["pid"].as_u64().unwrap();
+    let pidns = d.ns.as_ref().expect("an ns section").inodes.pid;
     let procs = drums::proc::pids_in_pidns(pidns);
     assert!(procs.len() >= 4, "the desktop runs several processes: {procs:?}");
     for p in &procs {
@@ -405,31 +415,31 @@ fn real_session_under_limits() {
     assert!(o.status.success(), "drums-ns exec: {}", text(&o.stderr));
     assert!(text(&o.stdout).lines().any(|l| l.contains(":memory:") && l.ends_with(&want)), "exec'd process: {}", text(&o.stdout));
 
-    let o = run("drums-cgroup", &["watch", "--samples", "1"], &d.to_string());
+    let o = run("drums-cgroup", &["watch", "--samples", "1"], &d_line);
     assert!(o.status.success(), "watch: {}", text(&o.stderr));
-    let x: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
-    eprintln!("real session sample: {x}");
+    let x: Sample = one(&text(&o.stdout));
+    let xj = json(&x);
+    eprintln!("real session sample: {xj}");
     // Sampled right after drums-desktop start returns, while Chromium is still starting: Xvfb and the
     // rest already hold well over 8 MiB (a bare session init holds under 1 MiB).
-    assert!(x["memory_peak_bytes"].as_u64().unwrap() > 8 << 20, "a desktop uses more than 8 MiB: {x}");
-    assert!(x["cpu_usage_ns"].as_u64().unwrap() > 50_000_000, "a desktop start uses CPU: {x}");
-    assert!(x["processes"].as_u64().unwrap() >= procs.len() as u64 - 1, "{x}");
-    assert_eq!(x["init_alive"], true);
+    assert!(x.figures.get("memory_peak_bytes").unwrap() > 8 << 20, "a desktop uses more than 8 MiB: {xj}");
+    assert!(x.figures.get("cpu_usage_ns").unwrap() > 50_000_000, "a desktop start uses CPU: {xj}");
+    assert!(x.figures.get("processes").unwrap() >= procs.len() as u64 - 1, "{xj}");
+    assert_eq!(x.init_alive, Some(true), "{xj}");
 
-    let paths: Vec<String> = sec["paths"].as_object().unwrap().values().map(|v| v.as_str().unwrap().to_string()).collect();
+    let paths: Vec<PathBuf> = sec.paths.values().cloned().collect();
     drop(guard);
     for p in &paths {
-        assert!(!Path::new(p).exists(), "{p} left after the session was destroyed");
+        assert!(!p.exists(), "{} left after the session was destroyed", p.display());
     }
     for m in drums::destroy::cgroup_mounts() {
         assert!(!m.join(drums::cgroup::PARENT).join(id).exists(), "{} left", m.display());
     }
 }
 
-fn in_cgroups(pid: i32, sec: &serde_json::Value) -> Result<(), String> {
+fn in_cgroups(pid: i32, sec: &Section) -> Result<(), String> {
     let pc = proc_cgroup(pid);
-    for (ctrl, p) in sec["proc_paths"].as_object().unwrap() {
-        let p = p.as_str().unwrap();
+    for (ctrl, p) in &sec.proc_paths {
         let ok = pc.split(';').any(|l| {
             let f: Vec<&str> = l.splitn(3, ':').collect();
             f.len() == 3 && f[2] == p && (f[1].split(',').any(|c| c == ctrl) || (ctrl == "unified" && f[1].is_empty()))
@@ -460,30 +470,33 @@ fn restore_path_siblings_in_their_own_cgroups() {
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     let src = text(&o.stdout);
     guard.0.push(src.trim().to_string());
-    let src_v: serde_json::Value = serde_json::from_str(src.trim()).unwrap();
-    assert_eq!(src_v["cgroup"]["read_back"]["memory_bytes"], 3u64 << 30, "{}", src_v["cgroup"]);
-    assert_eq!(src_v["cgroup"]["read_back"]["pids_max"], 3000);
-    let src_id = src_v["id"].as_str().unwrap().to_string();
-    let x: serde_json::Value = serde_json::from_str(run_ok("drums-cgroup", &["watch", "--samples", "1"], &src).trim()).unwrap();
-    assert!(x["memory_current_bytes"].as_u64().is_some() && x["cpu_usage_ns"].as_u64().is_some(), "cold arm: {x}");
+    let src_v: Session = one(&src);
+    let src_sec = src_v.cgroup.as_ref().unwrap_or_else(|| panic!("no cgroup section: {src}"));
+    let src_rb = check::read_back(src_sec);
+    assert_eq!(src_rb.get("memory_bytes"), Some(3u64 << 30), "{}", json(src_sec));
+    assert_eq!(src_rb.get("pids_max"), Some(3000), "{}", json(src_sec));
+    let src_id = src_v.id.clone();
+    let x: Sample = one(&run_ok("drums-cgroup", &["watch", "--samples", "1"], &src));
+    assert!(x.figures.get("memory_current_bytes").is_some() && x.figures.get("cpu_usage_ns").is_some(), "cold arm: {}", json(&x));
 
     let ckpt = run_ok("drums-ckpt", &[], &src);
-    let ckpt_v: serde_json::Value = serde_json::from_str(ckpt.trim()).unwrap();
+    let ckpt_v: Checkpoint = one(&ckpt);
     for m in drums::destroy::cgroup_mounts() {
         assert!(!m.join(drums::cgroup::PARENT).join(&src_id).exists(), "the destroyed source's cgroup in {} is left", m.display());
     }
 
     let out = run_ok("drums-restore", &["--count", "2", "--cgroup", "1.5,1G,512"], &ckpt);
-    let sibs: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let sibs: Vec<Session> = decode_lines(out.as_bytes());
     guard.0.extend(out.lines().map(str::to_string));
     assert_eq!(sibs.len(), 2);
-    for s in &sibs {
-        let sec = &s["cgroup"];
-        assert_eq!(sec["applied"], true, "{sec}");
-        assert_eq!(sec["read_back"]["cpu_quota_us"], 150000);
-        assert_eq!(sec["read_back"]["memory_bytes"], 1u64 << 30);
-        assert_eq!(sec["read_back"]["pids_max"], 512);
-        let procs = drums::proc::pids_in_pidns(s["ns"]["inodes"]["pid"].as_u64().unwrap());
+    for (s, line) in sibs.iter().zip(out.lines()) {
+        let sec = s.cgroup.as_ref().unwrap_or_else(|| panic!("no cgroup section: {line}"));
+        let rb = check::read_back(sec);
+        assert!(sec.applied, "{}", json(sec));
+        assert_eq!(rb.get("cpu_quota_us"), Some(150000), "{}", json(sec));
+        assert_eq!(rb.get("memory_bytes"), Some(1u64 << 30), "{}", json(sec));
+        assert_eq!(rb.get("pids_max"), Some(512), "{}", json(sec));
+        let procs = drums::proc::pids_in_pidns(s.ns.as_ref().expect("an ns section").inodes.pid);
         assert!(procs.len() >= 4, "restored desktop processes: {procs:?}");
         for p in procs {
             if drums::proc::alive(p, drums::proc::start_time(p).unwrap_or(0)) {
@@ -491,15 +504,16 @@ fn restore_path_siblings_in_their_own_cgroups() {
                 assert!(!proc_cgroup(p).contains(&src_id), "{p} in the source's cgroups");
             }
         }
-        let x: serde_json::Value = serde_json::from_str(run_ok("drums-cgroup", &["watch", "--samples", "1"], &s.to_string()).trim()).unwrap();
-        eprintln!("restored sibling sample: {x}");
-        assert!(x["memory_peak_bytes"].as_u64().unwrap() > 10 << 20, "restore arm: the restored memory is charged to the sibling: {x}");
-        assert!(x["cpu_usage_ns"].as_u64().is_some(), "{x}");
+        let x: Sample = one(&run_ok("drums-cgroup", &["watch", "--samples", "1"], line));
+        let xj = json(&x);
+        eprintln!("restored sibling sample: {xj}");
+        assert!(x.figures.get("memory_peak_bytes").unwrap() > 10 << 20, "restore arm: the restored memory is charged to the sibling: {xj}");
+        assert!(x.figures.get("cpu_usage_ns").is_some(), "{xj}");
     }
     for m in drums::destroy::cgroup_mounts() {
         assert!(!m.join(drums::cgroup::PARENT).join(&src_id).exists(), "CRIU recreated the source's cgroup in {}", m.display());
     }
-    let ids: Vec<String> = sibs.iter().map(|s| s["id"].as_str().unwrap().to_string()).collect();
+    let ids: Vec<String> = sibs.iter().map(|s| s.id.clone()).collect();
     drop(guard);
     for m in drums::destroy::cgroup_mounts() {
         for id in &ids {
@@ -507,7 +521,7 @@ fn restore_path_siblings_in_their_own_cgroups() {
         }
     }
     // The checkpoint and its mapped files (drums-ckpt(1)), which live in a directory of their own.
-    for dir in [ckpt_v["dir"].as_str(), ckpt_v["mapped"]["dir"].as_str()].into_iter().flatten() {
+    for dir in [Some(&ckpt_v.dir), ckpt_v.mapped.as_ref().map(|m| &m.dir)].into_iter().flatten() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }

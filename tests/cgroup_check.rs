@@ -1,7 +1,13 @@
 //! The assertions on the output of tests/cgroup-scenarios.sh, shared by the host tests (tests/cgroup.rs)
 //! and the QEMU guest test (tests/cgroup_v2_qemu.rs), so both versions are held to the same bar.
 
+use drums::cgroup::{Figures, Limits, Sample, Section, Version};
+use drums::error::ErrorRecord;
+use drums::ledger::{Entry, Resource};
+use drums::record::Session;
+use drums_tests::json as record_json;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 const MIB: u64 = 1 << 20;
 
@@ -30,9 +36,18 @@ impl Out {
         assert!(!v.is_empty(), "scenario {s}: no `{k}` line in the output:\n{}", self.context(s));
         v[v.len() - 1]
     }
+    /// The test's own JSON (cgroup-probe's answers), not a Drums record.
     pub fn json(&self, s: &str, k: &str) -> Value {
         let t = self.one(s, k);
         serde_json::from_str(t).unwrap_or_else(|e| panic!("scenario {s}: `{k}` is not JSON ({e}): {t}"))
+    }
+    /// The last `k` line of scenario `s`, a record of type `T`.
+    pub fn record<T: serde::de::DeserializeOwned>(&self, s: &str, k: &str) -> T {
+        decode_in(s, k, self.one(s, k))
+    }
+    /// Every `k` line of scenario `s`, each a record of type `T`.
+    pub fn records<T: serde::de::DeserializeOwned>(&self, s: &str, k: &str) -> Vec<T> {
+        self.all(s, k).into_iter().map(|t| decode_in(s, k, t)).collect()
     }
     fn context(&self, s: &str) -> String {
         let mine: Vec<String> =
@@ -54,34 +69,55 @@ impl Out {
     }
     /// Every cgroup the ledger says was created has been released, and there was at least one.
     fn ledger_released(&self, s: &str, k: &str) {
-        let entries: Vec<Value> = self.all(s, k).iter().map(|l| serde_json::from_str(l).expect("ledger line")).collect();
-        let cg = |op: &str| -> Vec<String> {
-            let mut v: Vec<String> = entries
+        let entries: Vec<Entry> = self.records(s, k);
+        let cg = |release: bool| -> Vec<PathBuf> {
+            let mut v: Vec<PathBuf> = entries
                 .iter()
-                .filter(|e| e["op"] == op && e["res"]["kind"] == "cgroup")
-                .map(|e| e["res"]["path"].as_str().unwrap().to_string())
+                .filter_map(|e| match e {
+                    Entry::Create { res: Resource::Cgroup { path }, .. } if !release => Some(path.clone()),
+                    Entry::Release { res: Resource::Cgroup { path }, .. } if release => Some(path.clone()),
+                    _ => None,
+                })
                 .collect();
             v.sort();
             v
         };
-        assert!(!cg("create").is_empty(), "scenario {s}: no cgroup in the ledger");
-        assert_eq!(cg("create"), cg("release"), "scenario {s}: ledger creates and releases differ");
+        assert!(!cg(false).is_empty(), "scenario {s}: no cgroup in the ledger");
+        assert_eq!(cg(false), cg(true), "scenario {s}: ledger creates and releases differ");
     }
     fn removed(&self, s: &str) {
         self.ok_exit(s, "remove-exit", 0);
-        let r = self.json(s, "removed-record");
-        assert!(r["cgroup"].is_null(), "scenario {s}: the removed record still has a cgroup section: {}", r["cgroup"]);
+        let r: Session = self.record(s, "removed-record");
+        assert!(r.cgroup.is_none(), "scenario {s}: the removed record still has a cgroup section: {}", record_json(&r.cgroup));
         self.no_leftovers(s);
     }
 }
 
+/// One line of a scenario's output decoded into `T`, naming the scenario, the key and the member at fault.
+fn decode_in<T: serde::de::DeserializeOwned>(s: &str, k: &str, t: &str) -> T {
+    let mut de = serde_json::Deserializer::from_str(t.trim());
+    serde_path_to_error::deserialize(&mut de)
+        .unwrap_or_else(|e| panic!("scenario {s}: `{k}` is not a {} (at `{}`: {}): {t}", std::any::type_name::<T>(), e.path(), e.inner()))
+}
+
+/// The section's `read_back`, which `cgroup::Section` holds as JSON, decoded into the figures it is.
+pub fn read_back(sec: &Section) -> Figures {
+    decode_in("-", "cgroup.read_back", &sec.read_back.to_string())
+}
+
+/// The version the scenarios were run on, as the records name it.
+fn version_of(version: &str) -> Version {
+    match version {
+        "v1" => Version::V1,
+        "v2" => Version::V2,
+        v => panic!("no cgroup version {v}"),
+    }
+}
+
 /// Every null figure has its reason; no figure the kernel gives is absent.
-fn nulls_explained(v: &Value, what: &str) {
-    let why = &v["why_null"];
-    for (k, x) in v.as_object().unwrap() {
-        if x.is_null() && !matches!(k.as_str(), "why_null" | "init_alive") {
-            assert!(why[k].as_str().is_some_and(|r| !r.is_empty()), "{what}: `{k}` is null without a reason: {v}");
-        }
+fn nulls_explained(f: &Figures, what: &str) {
+    for k in f.nulls() {
+        assert!(f.why_null(k).is_some_and(|r| !r.is_empty()), "{what}: `{k}` is null without a reason: {}", record_json(f));
     }
 }
 
@@ -91,21 +127,23 @@ fn nulls_explained(v: &Value, what: &str) {
 pub fn limits(o: &Out, version: &str) {
     let s = "limits";
     o.ok_exit(s, "create-exit", 0);
-    let rec = o.json(s, "record");
-    let sec = &rec["cgroup"];
-    assert_eq!(sec["version"], version, "{sec}");
-    let want = serde_json::json!({"cpu_quota_us": 150000, "cpu_period_us": 100000, "memory_bytes": 256 * MIB, "pids_max": 64});
-    assert_eq!(sec["requested"], want);
-    for (k, v) in want.as_object().unwrap() {
-        assert_eq!(&sec["read_back"][k], v, "read_back.{k}: {sec}");
+    let rec: Session = o.record(s, "record");
+    let sec = rec.cgroup.as_ref().unwrap_or_else(|| panic!("scenario {s}: the record has no cgroup section: {}", record_json(&rec)));
+    let sec_json = record_json(sec);
+    assert_eq!(sec.version, version_of(version), "{sec_json}");
+    let want = Limits { cpu_quota_us: 150000, cpu_period_us: 100000, memory_bytes: 256 * MIB, pids_max: 64 };
+    assert_eq!(sec.requested, want, "{sec_json}");
+    let rb = read_back(sec);
+    for (k, v) in [("cpu_quota_us", want.cpu_quota_us), ("cpu_period_us", want.cpu_period_us), ("memory_bytes", want.memory_bytes), ("pids_max", want.pids_max)] {
+        assert_eq!(rb.get(k), Some(v), "read_back.{k}: {sec_json}");
     }
     match version {
-        "v1" => assert_eq!(sec["read_back"]["memsw_bytes"], 256 * MIB, "{sec}"),
-        _ => assert_eq!(sec["read_back"]["swap_max_bytes"], 0, "{sec}"),
+        "v1" => assert_eq!(rb.get("memsw_bytes"), Some(256 * MIB), "{sec_json}"),
+        _ => assert_eq!(rb.get("swap_max_bytes"), Some(0), "{sec_json}"),
     }
-    assert_eq!(sec["applied"], true);
-    assert!(sec["processes_moved"].as_u64().unwrap() >= 1, "{sec}");
-    nulls_explained(&sec["read_back"], "read_back");
+    assert!(sec.applied, "{sec_json}");
+    assert!(sec.processes_moved.unwrap() >= 1, "{sec_json}");
+    nulls_explained(&rb, "read_back");
 
     // Straight from the kernel's files, not through drums-cgroup.
     let raw = o.all(s, "raw");
@@ -125,8 +163,7 @@ pub fn limits(o: &Out, version: &str) {
 
     // The init is in every one of the session's cgroups, as /proc/PID/cgroup names them.
     let pc = o.one(s, "proc-cgroup");
-    for (ctrl, p) in sec["proc_paths"].as_object().unwrap() {
-        let p = p.as_str().unwrap();
+    for (ctrl, p) in &sec.proc_paths {
         let found = pc.split(';').any(|l| {
             let f: Vec<&str> = l.splitn(3, ':').collect();
             f.len() == 3 && f[2] == p && (if version == "v1" { f[1].split(',').any(|c| c == ctrl) } else { f[1].is_empty() })
@@ -135,33 +172,35 @@ pub fn limits(o: &Out, version: &str) {
     }
 
     // Ledger before resource: one create per directory.
-    let created: Vec<Value> = o.all(s, "ledger-created").iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let mut dirs: Vec<&str> = sec["paths"].as_object().unwrap().values().map(|v| v.as_str().unwrap()).collect();
+    let created: Vec<Entry> = o.records(s, "ledger-created");
+    let mut dirs: Vec<&Path> = sec.paths.values().map(PathBuf::as_path).collect();
     dirs.sort();
     dirs.dedup();
     for d in &dirs {
         assert!(
-            created.iter().any(|e| e["op"] == "create" && e["res"]["kind"] == "cgroup" && e["res"]["path"] == *d),
-            "{d} is not in the ledger"
+            created.iter().any(|e| matches!(e, Entry::Create { res: Resource::Cgroup { path }, .. } if path == d)),
+            "{} is not in the ledger",
+            d.display()
         );
     }
 
     // Telemetry.
     o.ok_exit(s, "watch-exit", 0);
-    let samples: Vec<Value> = o.all(s, "sample").iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let samples: Vec<Sample> = o.records(s, "sample");
     assert!(samples.len() >= 3, "only {} samples", samples.len());
     for x in &samples {
-        assert_eq!(x["type"], "cgroup_sample");
-        assert_eq!(x["version"], version);
-        nulls_explained(x, "sample");
+        assert_eq!(x.kind, "cgroup_sample", "{}", record_json(x));
+        assert_eq!(x.version, version_of(version), "{}", record_json(x));
+        nulls_explained(&x.figures, "sample");
     }
     let last = samples.last().unwrap();
-    assert_eq!(last["final"], true, "the last sample is marked final: {last}");
-    assert_eq!(last["init_alive"], false, "watch ends when the init is gone: {last}");
-    let max = |k: &str| samples.iter().filter_map(|x| x[k].as_u64()).max();
-    let peak = max("memory_peak_bytes").unwrap_or_else(|| panic!("memory_peak_bytes is null in every sample: {last}"));
+    let last_json = record_json(last);
+    assert_eq!(last.last, Some(true), "the last sample is marked final: {last_json}");
+    assert_eq!(last.init_alive, Some(false), "watch ends when the init is gone: {last_json}");
+    let max = |k: &str| samples.iter().filter_map(|x| x.figures.get(k)).max();
+    let peak = max("memory_peak_bytes").unwrap_or_else(|| panic!("memory_peak_bytes is null in every sample: {last_json}"));
     assert!((32 * MIB..=256 * MIB).contains(&peak), "memory peak {peak} (the session held 32 MiB, its limit is 256 MiB)");
-    let cpu = max("cpu_usage_ns").unwrap_or_else(|| panic!("cpu_usage_ns is null in every sample: {last}"));
+    let cpu = max("cpu_usage_ns").unwrap_or_else(|| panic!("cpu_usage_ns is null in every sample: {last_json}"));
     assert!(cpu >= 1_500_000_000, "CPU time {cpu} ns after burning 1.5 s of CPU");
     assert!(max("processes").unwrap() >= 2 && max("tasks").unwrap() >= 2, "process counts: {samples:?}");
     if let Some(tp) = max("tasks_peak") {
@@ -176,6 +215,7 @@ pub fn limits(o: &Out, version: &str) {
 pub fn pids(o: &Out) {
     let s = "pids";
     o.ok_exit(s, "create-exit", 0);
+    // cgroup-probe fork-until-fail's own answer, not a Drums record.
     let f = o.json(s, "forks");
     assert_eq!(f["errno"], libc::EAGAIN, "fork beyond pids.max 16: {f}");
     let n = f["forked"].as_u64().unwrap();
@@ -189,12 +229,13 @@ pub fn hog(o: &Out) {
     let s = "hog";
     o.ok_exit(s, "create-exit", 0);
     assert_eq!(o.one(s, "hog-status"), "137", "a 1 GiB hog under a 64 MiB limit is killed with SIGKILL");
-    let x = o.json(s, "sample");
-    nulls_explained(&x, "sample");
-    let peak = x["memory_peak_bytes"].as_u64().unwrap_or_else(|| panic!("no memory peak: {x}"));
+    let x: Sample = o.record(s, "sample");
+    let x_json = record_json(&x);
+    nulls_explained(&x.figures, "sample");
+    let peak = x.figures.get("memory_peak_bytes").unwrap_or_else(|| panic!("no memory peak: {x_json}"));
     assert!((32 * MIB..=64 * MIB).contains(&peak), "peak {peak} with a 64 MiB limit");
-    assert!(x["oom_kills"].as_u64().unwrap_or(0) >= 1, "the kernel counts the OOM kill: {x}");
-    assert_eq!(x["init_alive"], true, "the session's init survives its hog: {x}");
+    assert!(x.figures.get("oom_kills").unwrap_or(0) >= 1, "the kernel counts the OOM kill: {x_json}");
+    assert_eq!(x.init_alive, Some(true), "the session's init survives its hog: {x_json}");
     o.removed(s);
 }
 
@@ -225,10 +266,10 @@ pub fn freeze(o: &Out) {
 pub fn fail(o: &Out) {
     let s = "fail";
     o.ok_exit(s, "create-exit", 5);
-    let e = o.json(s, "create-err");
-    assert_eq!(e["errno"], libc::EINVAL, "{e}");
-    let p = e["path"].as_str().unwrap_or_default();
-    assert!(p.ends_with("cpu.cfs_quota_us") || p.ends_with("cpu.max"), "{e}");
+    let e: ErrorRecord = o.record(s, "create-err");
+    assert_eq!(e.errno, Some(libc::EINVAL), "{}", record_json(&e));
+    let p = e.path.clone().unwrap_or_default();
+    assert!(p.ends_with("cpu.cfs_quota_us") || p.ends_with("cpu.max"), "{}", record_json(&e));
     o.no_leftovers(s);
     o.ledger_released(s, "ledger-after");
 }

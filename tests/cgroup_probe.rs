@@ -7,7 +7,7 @@
 //!   cgroup-probe spin SECONDS                      burn SECONDS of CPU time
 //!   cgroup-probe hog BYTES [HOLD_SECONDS]          allocate and touch BYTES, then hold them
 //!   cgroup-probe fork-until-fail MAX               fork until fork fails: {"forked":N,"errno":E}
-//!   cgroup-probe get FIELD < record                a member (dotted path) of the record on stdin
+//!   cgroup-probe get FIELD < record                a member of the session record on stdin: id, ns.init_pid
 //!   cgroup-probe paths < record                    the cgroup section's directories, one a line
 //!   cgroup-probe criu-restore-args < record        the cgroup options of a restore into it (criu::CgroupPlacement)
 //!   cgroup-probe criu-dump-args < record           the cgroup options of a dump of it (criu::freeze_cgroup_options)
@@ -26,14 +26,11 @@ fn main() {
         Some("hog") => hog(arg(2).parse().unwrap_or_else(|_| die("hog BYTES")), a.get(3).and_then(|s| s.parse().ok()).unwrap_or(0.0)),
         Some("fork-until-fail") => fork_until_fail(arg(2).parse().unwrap_or_else(|_| die("fork-until-fail MAX"))),
         Some("get") => {
-            let v = stdin_json();
-            let mut cur = &v;
-            for k in arg(2).split('.') {
-                cur = &cur[k];
-            }
-            match cur {
-                serde_json::Value::String(s) => println!("{s}"),
-                other => println!("{other}"),
+            let s = stdin_session();
+            match arg(2).as_str() {
+                "id" => println!("{}", s.id),
+                "ns.init_pid" => println!("{}", s.ns.as_ref().map_or_else(|| die("the record has no ns"), |ns| ns.init_pid)),
+                f => die(&format!("get {f}: not a member cgroup-probe knows (id, ns.init_pid)")),
             }
         }
         Some("criu-restore-args") => println!("{}", drums::criu::CgroupPlacement::of(stdin_session().cgroup.as_ref()).options().join(" ")),
@@ -58,15 +55,14 @@ fn die(m: &str) -> ! {
     std::process::exit(2)
 }
 
-/// The record on stdin as the library types it (not validated: the guest has no Drums roots).
+/// The record on stdin (its last line) as the library types it (not validated: the guest has no Drums
+/// roots).
 fn stdin_session() -> Session {
-    serde_json::from_value(stdin_json()).unwrap_or_else(|e| die(&format!("not a session record: {e}")))
-}
-
-fn stdin_json() -> serde_json::Value {
     let mut s = String::new();
     std::io::stdin().read_to_string(&mut s).unwrap_or_else(|e| die(&format!("read stdin: {e}")));
-    serde_json::from_str(s.lines().last().unwrap_or("")).unwrap_or_else(|e| die(&format!("stdin is not a record: {e}")))
+    let line = s.lines().last().unwrap_or("");
+    let mut de = serde_json::Deserializer::from_str(line);
+    serde_path_to_error::deserialize(&mut de).unwrap_or_else(|e| die(&format!("not a session record: at `{}`: {}", e.path(), e.inner())))
 }
 
 fn errno() -> i32 {

@@ -186,9 +186,12 @@ fn cgroup_v2_in_a_qemu_guest() {
         wall.as_secs_f64()
     );
     // Evidence in the test log: what the guest's kernel read back and its last telemetry sample.
+    // (Only printed: check::limits below decodes the record and fails on a bad one.)
     if let Some(r) = o.all("limits", "record").last() {
-        let v: serde_json::Value = serde_json::from_str(r).unwrap_or_default();
-        eprintln!("qemu: v2 read_back {}", v["cgroup"]["read_back"]);
+        match serde_json::from_str::<drums::record::Session>(r) {
+            Ok(s) => eprintln!("qemu: v2 read_back {}", s.cgroup.map(|c| c.read_back).unwrap_or_default()),
+            Err(e) => eprintln!("qemu: v2 record is not a session record ({e}): {r}"),
+        }
     }
     eprintln!("qemu: v2 raw {:?}", o.all("limits", "raw"));
     eprintln!("qemu: v2 last sample {}", o.all("limits", "sample").last().unwrap_or(&""));

@@ -1,13 +1,22 @@
 //! The cold path on a real session: namespaces, overlay, Xvfb, openbox, Chromium, guest; then destroy.
 
 use drums_tests::*;
+use drums::error::ErrorRecord;
+use drums::record::Session;
 use serde_json::Value;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-fn cold_session(png: &std::path::Path) -> (Value, Sessions) {
+/// A tool's output that is one record, decoded into `T`: more than one line fails (as parsing it as one
+/// JSON value did).
+fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
+    assert_eq!(out.trim().lines().count(), 1, "not one record: {out}");
+    decode(out)
+}
+
+fn cold_session(png: &std::path::Path) -> (Session, Sessions) {
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())
@@ -16,7 +25,7 @@ fn cold_session(png: &std::path::Path) -> (Value, Sessions) {
         .expect("run pipelines/cold.sh");
     let out = text(&o.stdout);
     assert!(o.status.success(), "cold.sh failed: {}\n{out}", text(&o.stderr));
-    let rec: Value = serde_json::from_str(out.trim()).expect("cold.sh prints one record");
+    let rec: Session = one(&out);
     let guard = Sessions(vec![out]);
     (rec, guard)
 }
@@ -34,12 +43,16 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
     std::fs::create_dir_all(&dir).unwrap();
     let png_path = dir.join("cold.png");
     let (rec, guard) = cold_session(&png_path);
-    let id = rec["id"].as_str().unwrap().to_string();
+    let id = rec.id.clone();
+    let ready = rec.ready.as_ref().expect("a ready section");
+    let ns = rec.ns.as_ref().expect("an ns section");
+    let desktop = rec.desktop.as_ref().expect("a desktop section");
+    let net = rec.net.as_ref().expect("a net section");
 
     // Agent-ready with the real page: evidence saved, changed fraction above the bar, exact title.
-    assert_eq!(rec["ready"]["ready"], true, "{}", rec["ready"]);
-    assert!(rec["ready"]["changed_fraction"].as_f64().unwrap() > 0.10);
-    assert!(rec["ready"]["titles_seen"].as_array().unwrap().iter().any(|t| t == "drums-ready"));
+    assert!(ready.ready, "{}", json(ready));
+    assert!(ready.changed_fraction.unwrap() > 0.10, "{}", json(ready));
+    assert!(ready.titles_seen.iter().any(|t| t == "drums-ready"), "{}", json(ready));
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).expect("the PNG evidence was saved")));
     let reader = decoder.read_info().expect("a valid PNG");
     assert_eq!((reader.info().width, reader.info().height), (1920, 1080));
@@ -48,9 +61,9 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
     let (_, comm1) = inside(&id, "cat /proc/1/comm");
     assert_eq!(comm1, "drums-init");
     let (_, host) = inside(&id, "hostname");
-    assert_eq!(host, rec["ns"]["hostname"].as_str().unwrap());
+    assert_eq!(host, ns.hostname);
     let (_, netns) = inside(&id, "readlink /proc/self/ns/net");
-    assert_eq!(netns, format!("net:[{}]", rec["ns"]["inodes"]["net"]));
+    assert_eq!(netns, format!("net:[{}]", ns.inodes.net));
     assert_ne!(netns, std::fs::read_link("/proc/self/ns/net").unwrap().display().to_string());
     let (_, root) = inside(&id, "awk '$5 == \"/\" { for (i = 7; i <= NF; i++) if ($i == \"-\") { print $(i+1); exit } }' /proc/self/mountinfo");
     assert_eq!(root, "overlay", "the session's root is its overlay");
@@ -69,29 +82,30 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
     let (_, devs) = inside(&id, "ls /dev | tr '\\n' ' '");
     assert_eq!(devs, "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero", "the session's /dev");
     // Xvfb without MIT-SHM by default (drums-desktop(1)), and the record says so.
-    assert_eq!(rec["desktop"]["mit_shm"], false);
+    assert!(!desktop.mit_shm, "{}", json(desktop));
     let (_, ext) = inside(&id, "DISPLAY=:0 xdpyinfo -queryExtensions | grep -c MIT-SHM || true");
     assert_eq!(ext, "0", "Xvfb offers MIT-SHM");
-    assert_eq!(rec["desktop"]["glx"], false);
+    assert!(!desktop.glx, "{}", json(desktop));
     let (_, ext) = inside(&id, "DISPLAY=:0 xdpyinfo -queryExtensions | grep -c GLX || true");
     assert_eq!(ext, "0", "Xvfb offers GLX");
     // A command that cannot be started: a shell's 127, and an error object saying why.
     let o = Command::new(tool("drums-ns")).args(["exec", "--session", &id, "--", "/no/such/drums-command"]).output().unwrap();
     assert_eq!(o.status.code(), Some(127));
-    let err: serde_json::Value = serde_json::from_str(text(&o.stderr).trim()).expect("one JSON error object on stderr");
-    assert_eq!((err["kind"].as_str(), err["exit"].as_i64()), (Some("exec_failed"), Some(127)), "{err}");
-    assert!(err["message"].as_str().unwrap().contains("No such file"), "{err}");
+    // One error object and nothing else on stderr.
+    let err: ErrorRecord = one(&text(&o.stderr));
+    assert_eq!((err.kind.as_str(), err.exit), ("exec_failed", 127), "{}", json(&err));
+    assert!(err.message.contains("No such file"), "{}", json(&err));
     let (_, write) = inside(&id, "echo x > /etc/drums-cold-probe && cat /etc/drums-cold-probe");
     assert_eq!(write, "x");
     assert!(!std::path::Path::new("/etc/drums-cold-probe").exists(), "a write inside must not reach the host");
 
     // The guest answers from the host on the session's address.
-    let guest = rec["desktop"]["guest_url"].as_str().expect("the desktop started the guest");
+    let guest = desktop.guest_url.as_deref().expect("the desktop started the guest");
     let (_, platform) = http("GET", &format!("{guest}/platform"), None, Duration::from_secs(10));
     assert!(platform.contains("Linux"), "GET /platform: {platform}");
 
     // A listener on the host, on the veth's host address and on 127.0.0.1, cannot be reached from inside.
-    let host_addr = rec["net"]["host_addr"].as_str().unwrap();
+    let host_addr = net.host_addr.as_str();
     for addr in [host_addr, "127.0.0.1"] {
         let l = TcpListener::bind(format!("{addr}:0")).unwrap();
         l.set_nonblocking(true).unwrap();
@@ -101,11 +115,11 @@ fn cold_session_is_ready_isolated_and_leaves_nothing() {
         assert!(l.accept().is_err(), "the host listener on {addr} accepted a connection from the session");
     }
 
-    let state_dir = rec["state_dir"].as_str().unwrap().to_string();
-    let host_if = rec["net"]["host_if"].as_str().unwrap().to_string();
-    let slot = drums::net::slots_dir().join(rec["net"]["slot"].as_u64().unwrap().to_string());
+    let state_dir = rec.state_dir.display().to_string();
+    let host_if = net.host_if.clone();
+    let slot = drums::net::slots_dir().join(net.slot.to_string());
     assert_eq!(std::fs::read_to_string(&slot).ok().as_deref(), Some(id.as_str()), "the session holds its address slot {}", slot.display());
-    let pidns = rec["ns"]["inodes"]["pid"].as_u64().unwrap();
+    let pidns = ns.inodes.pid;
     drop(guard);
     assert_gone(&state_dir, &[host_if], &[slot], Some(pidns), &id);
     let _ = std::fs::remove_dir_all(&dir);
@@ -149,7 +163,7 @@ fn killed_stages_leave_nothing_after_destroy() {
         let o = Command::new(tool("drums-overlay")).args(["create"]).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
         assert!(o.status.success(), "{}", text(&o.stderr));
         let mut rec = text(&o.stdout);
-        let id = serde_json::from_str::<Value>(&rec).unwrap()["id"].as_str().unwrap().to_string();
+        let id = one::<Session>(&rec).id;
         if stage == "desktop" {
             let o = run("drums-ns", &["create"], &rec);
             assert!(o.status.success(), "{}", text(&o.stderr));
@@ -198,8 +212,8 @@ fn bare_session() -> (String, Sessions) {
     (b.clone(), Sessions(vec![b]))
 }
 
-fn last_error(o: &std::process::Output) -> Value {
-    serde_json::from_str(text(&o.stderr).lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {}", text(&o.stderr)))
+fn last_error(o: &std::process::Output) -> ErrorRecord {
+    error_record(&o.stderr)
 }
 
 /// `--guest-user`: the guest runs commands as that account (by default `user`, the image's desktop user).
@@ -212,10 +226,11 @@ fn the_guest_runs_commands_as_its_guest_user() {
     let before = inventory();
     let (rec, guard) = bare_session();
     let rec = run_ok("drums-desktop", &["start", "--no-chromium", "--guest-user", "daemon"], &rec);
-    let v: Value = serde_json::from_str(rec.trim()).unwrap();
-    let guest = v["desktop"]["guest_url"].as_str().expect("the guest was started");
+    let v: Session = one(&rec);
+    let guest = v.desktop.as_ref().and_then(|d| d.guest_url.as_deref()).expect("the guest was started");
     let (status, body) = http("POST", &format!("{guest}/execute"), Some(&serde_json::json!({"command": "id -un", "shell": true})), Duration::from_secs(10));
     assert_eq!(status, 200, "{body}");
+    // The guest's reply is OSWorld's HTTP protocol, not a Drums record.
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["output"], "daemon\n", "{body}");
     drop(guard);
     let left = inventory().new_since(&before);
@@ -232,16 +247,16 @@ fn a_process_that_does_not_start_is_named_and_its_session_destroyed() {
     let _lock = session_lock();
     let before = inventory();
     let (rec, guard) = bare_session();
-    let id = serde_json::from_str::<Value>(&rec).unwrap()["id"].as_str().unwrap().to_string();
+    let id = one::<Session>(&rec).id;
     let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", &id, "--", "/no/such/program"]).output().unwrap();
     assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
     assert!(o.stdout.is_empty(), "no process record for a command that never ran: {}", text(&o.stdout));
-    assert!(last_error(&o)["message"].as_str().unwrap().contains("/no/such/program"), "{}", text(&o.stderr));
+    assert!(last_error(&o).message.contains("/no/such/program"), "{}", text(&o.stderr));
 
     // An account the session does not have is refused before anything starts.
     let o = run("drums-desktop", &["start", "--no-chromium", "--guest-user", "drums-no-such-user"], &rec);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
-    assert!(last_error(&o)["message"].as_str().unwrap().contains("drums-no-such-user"), "{}", text(&o.stderr));
+    assert!(last_error(&o).message.contains("drums-no-such-user"), "{}", text(&o.stderr));
     // The guest's port taken by something else in the session: the guest exits at once, named.
     let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", &id, "--", "python3", "-m", "http.server", "--bind", "0.0.0.0", "5000"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -255,8 +270,8 @@ fn a_process_that_does_not_start_is_named_and_its_session_destroyed() {
     assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
     assert!(o.stdout.is_empty(), "no record when the guest died: {}", text(&o.stdout));
     let e = last_error(&o);
-    assert_eq!((e["kind"].as_str(), e["process"].as_str(), e["log"].as_str()), (Some("failed"), Some("guest"), Some("/tmp/drums/guest.log")), "{e}");
-    assert!(e["message"].as_str().unwrap().contains("in use"), "the message quotes the guest's log: {e}");
+    assert_eq!((e.kind.as_str(), e.process.as_deref(), e.log.as_deref()), ("failed", Some("guest"), Some(Path::new("/tmp/drums/guest.log"))), "{}", json(&e));
+    assert!(e.message.contains("in use"), "the message quotes the guest's log: {}", json(&e));
     let state_dir = drums::state::session_dir(&id).display().to_string();
     drop(guard);
     assert_gone(&state_dir, &[], &[], None, &id);

@@ -3,8 +3,8 @@
 //! would), every escape below is attempted and must fail, and the host is checked unchanged afterwards.
 //! (Planted links and set-id files: tests/escape_files.rs; the network: tests/firewall.rs.)
 
+use drums::record::{Checkpoint, Session};
 use drums_tests::*;
-use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -83,11 +83,21 @@ status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitl
 out("boundary", f"info CapBnd={status['CapBnd'].strip()} CapEff={status['CapEff'].strip()} Seccomp={status['Seccomp'].strip()} uid={os.getuid()}")
 "#;
 
-fn cold(guard: &mut Sessions) -> Value {
+/// A tool's output that is one record, decoded into `T`: more than one line fails (as parsing it as one
+/// JSON value did).
+fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
+    assert_eq!(out.trim().lines().count(), 1, "not one record: {out}");
+    decode(out)
+}
+
+/// A cold session's record as cold.sh printed it (the input of drums-ckpt), and decoded.
+fn cold(guard: &mut Sessions) -> (String, Session) {
     let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     guard.add(&text(&o.stdout));
-    serde_json::from_str(text(&o.stdout).trim()).unwrap()
+    let line = text(&o.stdout);
+    let rec = one(&line);
+    (line, rec)
 }
 
 /// What the host must still be after the attempts.
@@ -111,8 +121,8 @@ fn host_state() -> HostState {
 
 /// The attack in session `s` as `user`, or as session root through sudo; while it runs, a command joined
 /// with `drums-ns exec` is alive in the session (its joiner process is what /proc/PID/exe is tried on).
-fn attack(s: &Value, as_root: bool, markers: &[PathBuf]) -> Vec<String> {
-    let id = s["id"].as_str().unwrap();
+fn attack(s: &Session, as_root: bool, markers: &[PathBuf]) -> Vec<String> {
+    let id = s.id.as_str();
     let mut joined = Command::new(tool("drums-ns")).args(["exec", "--session", id, "--", "sleep", "20"]).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let run = if as_root { r#"echo password | sudo -S -p "" python3 -c "$ATTACK" "$@""# } else { r#"python3 -c "$ATTACK" "$@""# };
@@ -137,13 +147,13 @@ fn root_in_a_session_is_not_root_on_the_host() {
         std::fs::write(m, "host only\n").unwrap();
     }
     let mut guard = Sessions::default();
-    let src = cold(&mut guard);
-    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &src.to_string());
-    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-    let ckpt_dir = PathBuf::from(c["dir"].as_str().unwrap());
+    let (src_line, src) = cold(&mut guard);
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &src_line);
+    let c: Checkpoint = one(&ckpt);
+    let ckpt_dir = c.dir.clone();
     let restored = run_ok("drums-restore", &[], &ckpt);
     guard.add(&restored);
-    let sib: Value = serde_json::from_str(run_ok("drums-ready", &[], &run_ok("drums-reseed", &[], &restored)).trim()).unwrap();
+    let sib: Session = one(&run_ok("drums-ready", &[], &run_ok("drums-reseed", &[], &restored)));
     let t0 = std::time::SystemTime::now();
 
     let kept = format!("{:016x}", drums::boundary::kept_mask());
@@ -190,7 +200,7 @@ fn a_terminal_never_reaches_a_session_unless_asked() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let rec = run_ok("drums-ns", &["create"], &text(&o.stdout));
     guard.add(&rec);
-    let id = serde_json::from_str::<Value>(rec.trim()).unwrap()["id"].as_str().unwrap().to_string();
+    let id = one::<Session>(&rec).id;
     let (mut master, mut slave) = (0, 0);
     assert_eq!(unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) }, 0, "openpty");
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };

@@ -5,6 +5,7 @@
 //! stops at the session's task limit while the host goes on forking; the sweep removes every cgroup.
 
 use drums::cgroup::Layout;
+use drums::record::{Checkpoint, Session};
 use drums_tests::*;
 use serde_json::Value;
 use std::io::BufRead;
@@ -23,8 +24,10 @@ fn cold(cgroup_args: Option<&str>) -> String {
     text(&o.stdout).trim().to_string()
 }
 
-fn record(line: &str) -> Value {
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("not a record ({e}): {line}"))
+/// A tool's output that is one record, decoded into `T` (a session's or a checkpoint's).
+fn record<T: serde::de::DeserializeOwned>(line: &str) -> T {
+    assert_eq!(line.trim().lines().count(), 1, "not one record: {line}");
+    decode(line)
 }
 
 /// What the kernel applies to one process, from its own cgroups as /proc/PID/cgroup names them: the
@@ -84,17 +87,18 @@ fn applied_to(pid: i32) -> Option<Applied> {
 }
 
 /// Host PIDs of every live process of the session's PID namespace.
-fn processes(rec: &Value) -> Vec<i32> {
-    drums::proc::pids_in_pidns(rec["ns"]["inodes"]["pid"].as_u64().expect("ns.inodes.pid"))
+fn processes(rec: &Session) -> Vec<i32> {
+    drums::proc::pids_in_pidns(rec.ns.as_ref().expect("ns.inodes.pid").inodes.pid)
 }
 
 /// Every process of the session (at least its init and its desktop) runs under the default limits, in
 /// the session's own cgroups, as the kernel's files say.
-fn assert_default_limits(what: &str, rec: &Value) {
-    let id = rec["id"].as_str().unwrap();
+fn assert_default_limits(what: &str, rec: &Session) {
+    let id = rec.id.as_str();
     let d = drums::cgroup::Limits::default();
-    assert_eq!(rec["cgroup"]["requested"]["memory_bytes"], d.memory_bytes, "{what}: {}", rec["cgroup"]);
-    assert_eq!(rec["cgroup"]["requested"]["pids_max"], d.pids_max, "{what}: {}", rec["cgroup"]);
+    let sec = rec.cgroup.as_ref().unwrap_or_else(|| panic!("{what}: the record has no cgroup section: {}", json(rec)));
+    assert_eq!(sec.requested.memory_bytes, d.memory_bytes, "{what}: {}", json(sec));
+    assert_eq!(sec.requested.pids_max, d.pids_max, "{what}: {}", json(sec));
     let procs = processes(rec);
     assert!(procs.len() >= 4, "{what}: the desktop runs several processes: {procs:?}");
     let want = format!("/{}/{id}", drums::cgroup::PARENT);
@@ -113,8 +117,8 @@ fn assert_default_limits(what: &str, rec: &Value) {
 }
 
 /// No process of the session is in a Drums cgroup.
-fn assert_no_session_cgroups(what: &str, rec: &Value) {
-    assert!(rec["cgroup"].is_null(), "{what}: the record has a cgroup section: {}", rec["cgroup"]);
+fn assert_no_session_cgroups(what: &str, rec: &Session) {
+    assert!(rec.cgroup.is_none(), "{what}: the record has a cgroup section: {}", json(&rec.cgroup));
     let procs = processes(rec);
     assert!(procs.len() >= 4, "{what}: {procs:?}");
     for p in procs {
@@ -134,8 +138,8 @@ fn no_cgroup_dirs_left(ids: &[String]) {
     }
 }
 
-fn remove_checkpoint(c: &Value) {
-    for dir in [c["dir"].as_str(), c["mapped"]["dir"].as_str()].into_iter().flatten() {
+fn remove_checkpoint(c: &Checkpoint) {
+    for dir in [Some(&c.dir), c.mapped.as_ref().map(|m| &m.dir)].into_iter().flatten() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
@@ -186,10 +190,10 @@ fn pids_limit_hits(dir: &std::path::Path) -> u64 {
     t.lines().find_map(|l| l.strip_prefix("max ")).and_then(|v| v.trim().parse().ok()).unwrap_or_else(|| panic!("pids.events: {t}"))
 }
 
-fn fork_bomb(what: &str, rec: &Value) {
-    let id = rec["id"].as_str().unwrap();
-    let paths = &rec["cgroup"]["paths"];
-    let dir = PathBuf::from(paths.get("pids").or_else(|| paths.get("unified")).and_then(Value::as_str).expect("a pids cgroup"));
+fn fork_bomb(what: &str, rec: &Session) {
+    let id = rec.id.as_str();
+    let paths = &rec.cgroup.as_ref().expect("a cgroup section").paths;
+    let dir = paths.get("pids").or_else(|| paths.get("unified")).cloned().expect("a pids cgroup");
     let max = read_u64(&dir.join("pids.max"));
     let tasks_before = read_u64(&dir.join("pids.current"));
     let hits_before = pids_limit_hits(&dir);
@@ -219,6 +223,7 @@ fn fork_bomb(what: &str, rec: &Value) {
     let tasks_at_peak = read_u64(&dir.join("pids.current"));
     let host_fork = Command::new("/bin/true").status();
     assert!(host_fork.as_ref().is_ok_and(|s| s.success()), "{what}: the host cannot fork while the session's bomb holds its children: {host_fork:?}");
+    // The bomb's own report (FORK_BOMB above), not a Drums record.
     let report: Value = serde_json::from_str(first.trim()).unwrap_or_else(|e| panic!("{what}: the bomb's report ({e}): {first:?}"));
     eprintln!("{what}: fork bomb {report}; tasks {tasks_before} before, {tasks_at_peak} at the peak, pids.max {max}");
     assert_eq!(report["errno"], libc::EAGAIN, "{what}: fork did not fail with EAGAIN: {report}");
@@ -234,8 +239,8 @@ fn fork_bomb(what: &str, rec: &Value) {
         let _ = std::io::Read::read_to_end(bomb.stderr.as_mut().unwrap(), &mut e);
         e
     }));
-    let init = rec["ns"]["init_pid"].as_i64().unwrap() as i32;
-    assert!(drums::proc::alive(init, rec["ns"]["init_start_time"].as_u64().unwrap()), "{what}: the session's init died");
+    let ns = rec.ns.as_ref().expect("an ns section");
+    assert!(drums::proc::alive(ns.init_pid, ns.init_start_time), "{what}: the session's init died");
     let back = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(100));
         read_u64(&dir.join("pids.current")) <= tasks_before + 16
@@ -254,21 +259,22 @@ fn default_limits_cold_and_restored_and_a_fork_bomb_stops_at_them() {
     let mut guard = Sessions::default();
     let src = cold(None);
     guard.add(&src);
-    let src_v = record(&src);
+    let src_v: Session = record(&src);
     assert_default_limits("cold session", &src_v);
 
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &src);
-    let ckpt_v = record(ckpt.trim());
+    let ckpt_v: Checkpoint = record(&ckpt);
     let sib = run_ok("drums-restore", &[], &ckpt);
     guard.add(&sib);
-    let sib_v = record(sib.trim());
+    let sib_v: Session = record(&sib);
     assert_default_limits("restored sibling", &sib_v);
-    assert!(sib_v["restore"]["criu_options"].as_array().unwrap().iter().any(|o| o == "--manage-cgroups=soft"), "{}", sib_v["restore"]);
+    let restore = sib_v.restore.as_ref().unwrap_or_else(|| panic!("no restore section: {sib}"));
+    assert!(restore.criu_options.iter().any(|o| o == "--manage-cgroups=soft"), "{}", json(restore));
 
     fork_bomb("cold session", &src_v);
     fork_bomb("restored sibling", &sib_v);
 
-    let ids = vec![src_v["id"].as_str().unwrap().to_string(), sib_v["id"].as_str().unwrap().to_string()];
+    let ids = vec![src_v.id.clone(), sib_v.id.clone()];
     drop(guard);
     remove_checkpoint(&ckpt_v);
     no_cgroup_dirs_left(&ids);
@@ -287,27 +293,28 @@ fn opt_out_makes_no_cgroups_and_explicit_limits_still_work() {
     let mut guard = Sessions::default();
     let src = cold(Some("none"));
     guard.add(&src);
-    let src_v = record(&src);
+    let src_v: Session = record(&src);
     assert_no_session_cgroups("cold session, DRUMS_CGROUP_ARGS=none", &src_v);
 
     let ckpt = run_ok("drums-ckpt", &[], &src);
-    let ckpt_v = record(ckpt.trim());
+    let ckpt_v: Checkpoint = record(&ckpt);
     let o = run("drums-restore", &["--no-cgroup", "--cgroup", "2,1G,100"], &ckpt);
     assert_eq!(o.status.code(), Some(2), "--cgroup with --no-cgroup: {}", text(&o.stderr));
     let sib = run_ok("drums-restore", &["--no-cgroup"], &ckpt);
     guard.add(&sib);
-    let sib_v = record(sib.trim());
+    let sib_v: Session = record(&sib);
     assert_no_session_cgroups("restored sibling, --no-cgroup", &sib_v);
-    assert!(sib_v["restore"]["criu_options"].as_array().unwrap().iter().any(|o| o == "--manage-cgroups=ignore"), "{}", sib_v["restore"]);
+    let restore = sib_v.restore.as_ref().unwrap_or_else(|| panic!("no restore section: {sib}"));
+    assert!(restore.criu_options.iter().any(|o| o == "--manage-cgroups=ignore"), "{}", json(restore));
 
     let sib2 = run_ok("drums-restore", &["--cgroup", "pids=1000"], &ckpt);
     guard.add(&sib2);
-    let sib2_v = record(sib2.trim());
-    let init = sib2_v["ns"]["init_pid"].as_i64().unwrap() as i32;
+    let sib2_v: Session = record(&sib2);
+    let init = sib2_v.ns.as_ref().expect("an ns section").init_pid;
     let a = applied_to(init).expect("the sibling's init");
     assert_eq!((a.pids_max, a.memory_bytes), (Some(1000), Some(drums::cgroup::DEFAULT_MEMORY_BYTES)), "--cgroup pids=1000: {a:?}");
 
-    let ids: Vec<String> = [&src_v, &sib_v, &sib2_v].iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    let ids: Vec<String> = [&src_v, &sib_v, &sib2_v].iter().map(|r| r.id.clone()).collect();
     drop(guard);
     remove_checkpoint(&ckpt_v);
     no_cgroup_dirs_left(&ids);

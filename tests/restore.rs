@@ -1,11 +1,18 @@
 //! The restore path on real sessions: checkpoint, siblings, clone hygiene, failures that leave nothing.
 
 use drums_tests::hygiene::*;
-use drums::record::{ClearedAt, Reseed};
+use drums::record::{Checkpoint, ClearedAt, Reseed, Session};
 use drums_tests::*;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+/// A tool's output that is one record, decoded into `T`: more than one line fails (as parsing it as one
+/// JSON value did).
+fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
+    assert_eq!(out.trim().lines().count(), 1, "not one record: {out}");
+    decode(out)
+}
 
 /// Removes a checkpoint directory when dropped (checkpoints outlive sessions, so the session guard does not).
 struct RemoveOnDrop(std::path::PathBuf);
@@ -19,20 +26,28 @@ fn owner() -> String {
     std::process::id().to_string()
 }
 
-fn cold(guard: &mut Sessions) -> Value {
+/// The source session's record as cold.sh printed it (the input of drums-ckpt), and decoded.
+fn cold(guard: &mut Sessions) -> (String, Session) {
     let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner()).output().unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     guard.add(&text(&o.stdout));
-    serde_json::from_str(text(&o.stdout).trim()).unwrap()
+    let line = text(&o.stdout).trim().to_string();
+    let rec = one(&line);
+    (line, rec)
 }
 
-/// The `reseed` section of a sibling's record, as the library types it.
-fn reseed_of(s: &Value) -> Reseed {
-    let s: drums::Session = serde_json::from_value(s.clone()).expect("a session record");
-    s.reseed.expect("the sibling has a reseed section")
+/// A record as the JSON value the clone-hygiene helpers take (tests/hygiene_probe.rs, shared with the pool
+/// and image tests, whose signatures take `serde_json::Value`; they decode it into the record type).
+fn as_json<T: serde::Serialize>(r: &T) -> Value {
+    serde_json::to_value(r).expect("records serialize")
 }
 
-fn restore(ckpt: &str, count: u32, hygiene: bool, guard: &mut Sessions) -> Vec<Value> {
+/// The `reseed` section of a sibling's record.
+fn reseed_of(s: &Session) -> Reseed {
+    s.reseed.clone().expect("the sibling has a reseed section")
+}
+
+fn restore(ckpt: &str, count: u32, hygiene: bool, guard: &mut Sessions) -> Vec<Session> {
     let out = run_ok("drums-restore", &["--count", &count.to_string()], ckpt);
     for l in out.lines() {
         guard.add(l);
@@ -42,7 +57,7 @@ fn restore(ckpt: &str, count: u32, hygiene: bool, guard: &mut Sessions) -> Vec<V
         guard.add(l);
     }
     let out = run_ok("drums-ready", &[], &out);
-    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    decode_lines(out.as_bytes())
 }
 
 #[test]
@@ -50,69 +65,76 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let src = cold(&mut guard);
-    let src_dir = src["state_dir"].as_str().unwrap().to_string();
-    let ckpt = run_ok("drums-ckpt", &["--clean"], &serde_json::to_string(&src).unwrap());
-    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
-    let _ckpt_dir = RemoveOnDrop(c["dir"].as_str().unwrap().into());
-    assert!(c["image_bytes"].as_u64().unwrap() > 50 << 20, "{c}");
-    assert!(c["dump_s"].as_f64().unwrap() > 0.0);
+    let (src, src_rec) = cold(&mut guard);
+    let src_dir = src_rec.state_dir.clone();
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
+    let c: Checkpoint = one(&ckpt);
+    let _ckpt_dir = RemoveOnDrop(c.dir.clone());
+    assert!(c.image_bytes > 50 << 20, "{}", json(&c));
+    assert!(c.dump_s > 0.0, "{}", json(&c));
     // Without --leave-running the source is gone: the siblings come from disk alone.
-    assert!(!std::path::Path::new(&src_dir).exists(), "the source session was not destroyed");
+    assert!(!src_dir.exists(), "the source session was not destroyed");
 
     // A record of an older drums-ckpt (images holding the source's network namespace) is refused with
     // bad input (3), and nothing is made for it.
     let mut old = c.clone();
-    old["criu_options"] = json!(["--file-locks", "--tcp-close"]);
+    old.criu_options = vec!["--file-locks".into(), "--tcp-close".into()];
     let before = new_state_dirs(&[]);
-    let o = run("drums-restore", &[], &old.to_string());
+    let o = run("drums-restore", &[], &json(&old));
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("older drums-ckpt"), "{}", text(&o.stderr));
     assert_eq!(new_state_dirs(&before), Vec::<String>::new(), "a refused restore makes nothing");
 
     // Chromium's relocated data left the images for mapped files: the zygote's is shared by its
     // children (one file, several mappings).
-    let mapped = &c["mapped"];
-    assert_eq!(mapped["dir"], json!(drums::mapped::mapped_root().join(c["id"].as_str().unwrap())), "{c}");
-    let files = mapped["files"].as_array().unwrap();
-    assert!(files.iter().any(|f| f["bytes"].as_u64().unwrap() > 4 << 20 && f["mappings"].as_u64().unwrap() >= 2), "{mapped}");
-    assert!(mapped["pages_moved"].as_u64().unwrap() > 4096, "{mapped}");
+    let mapped = c.mapped.as_ref().unwrap_or_else(|| panic!("the checkpoint has mapped files: {}", json(&c)));
+    assert_eq!(mapped.dir, drums::mapped::mapped_root().join(&c.id), "{}", json(&c));
+    let files = &mapped.files;
+    assert!(files.iter().any(|f| f.bytes > 4 << 20 && f.mappings >= 2), "{}", json(mapped));
+    assert!(mapped.pages_moved > 4096, "{}", json(mapped));
     for f in files {
-        let m = std::fs::metadata(f["path"].as_str().unwrap()).unwrap();
-        assert_eq!(m.len(), f["bytes"].as_u64().unwrap());
+        let m = std::fs::metadata(&f.path).unwrap();
+        assert_eq!(m.len(), f.bytes, "{}", json(f));
     }
 
     let sibs = restore(&ckpt, 2, true, &mut guard);
     assert_eq!(sibs.len(), 2);
     for s in &sibs {
-        assert_eq!(s["ready"]["ready"], true, "{}", s["ready"]);
-        assert!(s["ready"]["changed_fraction"].as_f64().unwrap() > 0.10);
+        let ready = s.ready.as_ref().expect("a ready section");
+        assert!(ready.ready, "{}", json(ready));
+        assert!(ready.changed_fraction.unwrap() > 0.10, "{}", json(ready));
         // The restored browser maps its relocated data from the checkpoint's file, which the session sees
         // in its checkpoint's layer of mapped files.
-        let browser = s["desktop"]["processes"].as_array().unwrap().iter().find(|p| p["role"] == "chromium").unwrap()["host_pid"].as_i64().unwrap();
+        let desktop = s.desktop.as_ref().expect("a desktop section");
+        let browser = desktop.processes.iter().find(|p| p.role == "chromium").unwrap().host_pid.unwrap();
         let maps = std::fs::read_to_string(format!("/proc/{browser}/maps")).unwrap();
-        let inside_dir = drums::mapped::inside_dir(c["id"].as_str().unwrap());
-        assert!(maps.lines().any(|l| l.contains(inside_dir.to_str().unwrap())), "the browser maps none of {mapped}");
-        assert_eq!(s["overlay"]["mapped"], json!(drums::mapped::layer_of(std::path::Path::new(mapped["dir"].as_str().unwrap()))));
+        let inside_dir = drums::mapped::inside_dir(&c.id);
+        assert!(maps.lines().any(|l| l.contains(inside_dir.to_str().unwrap())), "the browser maps none of {}", json(mapped));
+        let overlay = s.overlay.as_ref().expect("an overlay section");
+        assert_eq!(overlay.mapped, Some(drums::mapped::layer_of(&mapped.dir)), "{}", json(overlay));
     }
     // The files the source had open for writing are in each sibling's upper, not also in its layer copy.
-    let write_open: Vec<&str> = c["write_open"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
-    assert!(write_open.iter().any(|p| p.contains("chromium/Default/Cookies")), "Chromium's cookie database is written at dump time: {write_open:?}");
+    let write_open = &c.write_open;
+    assert!(write_open.iter().any(|p| p.to_string_lossy().contains("chromium/Default/Cookies")), "Chromium's cookie database is written at dump time: {write_open:?}");
     for s in &sibs {
-        let rw = std::path::Path::new(s["state_dir"].as_str().unwrap()).join("rw");
-        for p in &write_open {
-            assert!(rw.join("upper").join(p).is_file() && !rw.join("layer0").join(p).exists(), "{p} of {}", s["id"]);
+        let rw = s.state_dir.join("rw");
+        for p in write_open {
+            assert!(rw.join("upper").join(p).is_file() && !rw.join("layer0").join(p).exists(), "{} of {}", p.display(), s.id);
         }
     }
     let (a, b) = (&sibs[0], &sibs[1]);
-    assert_ne!(a["net"]["session_addr"], b["net"]["session_addr"]);
-    assert_ne!(a["ns"]["inodes"], b["ns"]["inodes"]);
+    let net = |s: &Session| s.net.clone().expect("a net section");
+    let ns = |s: &Session| s.ns.clone().expect("an ns section");
+    assert_ne!(net(a).session_addr, net(b).session_addr);
+    assert_ne!(ns(a).inodes, ns(b).inodes);
+    let (a, b) = (&as_json(a), &as_json(b));
     // A file written in one is invisible in the other.
     inside(a, "echo only-in-a > /tmp/probe && echo only-in-a > /root/probe");
     assert_eq!(inside(b, "cat /tmp/probe /root/probe 2>/dev/null || echo absent"), "absent");
-    // Each answers on its own guest address, as itself.
-    assert_eq!(guest(a, "POST", "/execute", Some(json!({"command": "hostname", "shell": true})))["output"].as_str().unwrap().trim(), a["id"].as_str().unwrap());
-    assert_eq!(guest(b, "POST", "/execute", Some(json!({"command": "hostname", "shell": true})))["output"].as_str().unwrap().trim(), b["id"].as_str().unwrap());
+    // Each answers on its own guest address, as itself. (The guest's answers are OSWorld's protocol, not
+    // Drums records.)
+    assert_eq!(guest(a, "POST", "/execute", Some(json!({"command": "hostname", "shell": true})))["output"].as_str().unwrap().trim(), sibs[0].id);
+    assert_eq!(guest(b, "POST", "/execute", Some(json!({"command": "hostname", "shell": true})))["output"].as_str().unwrap().trim(), sibs[1].id);
 
     // OSWorld task e0df059f in a restored sibling: 0 before the action, 1 after.
     let check = json!({"command": "[ -d ~/Desktop/todo_list_Jan_2 ] && echo 'Directory exists.' || echo 'Directory does not exist.'", "shell": true});
@@ -130,21 +152,22 @@ fn clone_hygiene() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let src = cold(&mut guard);
-    prepare_source(&src);
-    let src_rec = serde_json::to_string(&src).unwrap();
+    let (src_rec, src) = cold(&mut guard);
+    prepare_source(&as_json(&src));
     let clean = run_ok("drums-ckpt", &["--clean", "--leave-running"], &src_rec);
     let kept = run_ok("drums-ckpt", &["--leave-running"], &src_rec);
     // Last, ending the source: a clean checkpoint whose source does not go on has its browser state
     // erased before the dump.
     let erased = run_ok("drums-ckpt", &["--clean"], &src_rec);
-    let (clean_rec, kept_rec, erased_rec): (Value, Value, Value) = (serde_json::from_str(clean.trim()).unwrap(), serde_json::from_str(kept.trim()).unwrap(), serde_json::from_str(erased.trim()).unwrap());
-    assert_eq!((clean_rec["browser_erased"].clone(), kept_rec["browser_erased"].clone()), (Value::Null, Value::Null), "a source that goes on keeps its browser state");
-    assert_eq!((erased_rec["browser_erased"]["cookies_cleared"].as_bool(), erased_rec["browser_erased"]["storage_cleared"].as_bool()), (Some(true), Some(true)), "{erased_rec}");
+    let (clean_rec, kept_rec, erased_rec): (Checkpoint, Checkpoint, Checkpoint) = (one(&clean), one(&kept), one(&erased));
+    assert_eq!((&clean_rec.browser_erased, &kept_rec.browser_erased), (&None, &None), "a source that goes on keeps its browser state");
+    let erased_what = erased_rec.browser_erased.as_ref().map(|b| (b.cookies_cleared, b.storage_cleared));
+    assert_eq!(erased_what, Some((true, true)), "{}", json(&erased_rec));
+    let (clean_rec, kept_rec, erased_rec) = (as_json(&clean_rec), as_json(&kept_rec), as_json(&erased_rec));
 
     // Reseed off: clones.
     let raw = restore(&clean, 2, false, &mut guard);
-    let (a, b) = (probe(&raw[0], &clean_rec), probe(&raw[1], &clean_rec));
+    let (a, b) = (probe(&as_json(&raw[0]), &clean_rec), probe(&as_json(&raw[1]), &clean_rec));
     assert_eq!(a.hostname, b.hostname, "hostname");
     assert_eq!(a.mac, b.mac, "MAC");
     assert_eq!(a.guest_rng, b.guest_rng, "guest RNG");
@@ -165,7 +188,7 @@ fn clone_hygiene() {
 
     // Reseed on, clean checkpoint: everything differs, cookies gone.
     let fresh = restore(&clean, 2, true, &mut guard);
-    let (a, b) = (probe(&fresh[0], &clean_rec), probe(&fresh[1], &clean_rec));
+    let (a, b) = (probe(&as_json(&fresh[0]), &clean_rec), probe(&as_json(&fresh[1]), &clean_rec));
     assert_ne!(a.hostname, b.hostname, "hostname");
     assert_ne!(a.mac, b.mac, "MAC");
     assert_ne!(a.guest_rng, b.guest_rng, "guest RNG");
@@ -182,7 +205,7 @@ fn clone_hygiene() {
 
     // Reseed on, checkpoint not declared clean: the browser's state is kept by design, the rest differs.
     let kept_sibs = restore(&kept, 2, true, &mut guard);
-    let (a, b) = (probe(&kept_sibs[0], &kept_rec), probe(&kept_sibs[1], &kept_rec));
+    let (a, b) = (probe(&as_json(&kept_sibs[0]), &kept_rec), probe(&as_json(&kept_sibs[1]), &kept_rec));
     assert_eq!(a.cookie.as_deref(), Some("secret-pre-checkpoint"));
     assert_eq!(b.cookie.as_deref(), Some("secret-pre-checkpoint"));
     assert_ne!(a.hostname, b.hostname);
@@ -191,9 +214,9 @@ fn clone_hygiene() {
     assert_ne!(a.new_context_id, b.new_context_id, "the browser process's own randomness is reseeded either way");
     // Reseed on, clean checkpoint erased at dump time: the same, with the clearing done once, before the dump.
     let raw = restore(&erased, 1, false, &mut guard);
-    assert_eq!(probe(&raw[0], &erased_rec).cookie, None, "the erased checkpoint holds no cookie");
+    assert_eq!(probe(&as_json(&raw[0]), &erased_rec).cookie, None, "the erased checkpoint holds no cookie");
     let erased_sibs = restore(&erased, 2, true, &mut guard);
-    let (a, b) = (probe(&erased_sibs[0], &erased_rec), probe(&erased_sibs[1], &erased_rec));
+    let (a, b) = (probe(&as_json(&erased_sibs[0]), &erased_rec), probe(&as_json(&erased_sibs[1]), &erased_rec));
     assert_eq!((a.cookie, b.cookie), (None, None));
     assert_ne!(a.math_random, b.math_random, "Math.random");
     assert_ne!(a.new_context_id, b.new_context_id, "new browser context id");
@@ -203,8 +226,7 @@ fn clone_hygiene() {
         assert_eq!((b.cleared_at, b.renderer_renewed), (Some(ClearedAt::Dump), true), "{rs:?}");
     }
     for c in [&clean, &kept, &erased] {
-        let id: Value = serde_json::from_str(c.trim()).unwrap();
-        let _ = drums::ckpt::remove_checkpoint_dir(std::path::Path::new(id["dir"].as_str().unwrap()));
+        let _ = drums::ckpt::remove_checkpoint_dir(&one::<Checkpoint>(c).dir);
     }
 }
 
@@ -232,9 +254,9 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
         .filter_map(|p| drums::proc::ns_inode(p.split(' ').next()?.parse().ok()?, "pid").ok())
         .collect();
     let mut guard = Sessions::default();
-    let src = cold(&mut guard);
-    let ckpt = run_ok("drums-ckpt", &["--clean"], &serde_json::to_string(&src).unwrap());
-    let c: Value = serde_json::from_str(ckpt.trim()).unwrap();
+    let (src, _) = cold(&mut guard);
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
+    let c: Checkpoint = one(&ckpt);
 
     for delay in [30u64, 150, 400, 800] {
         let before: Vec<String> = new_state_dirs(&[]);
@@ -268,17 +290,17 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
     // A CRIU failure: a copy of the checkpoint with a truncated page image.
     let broken_id = drums::state::new_id('c');
     let broken_dir = drums::state::checkpoint_root().join(&broken_id);
-    let st = Command::new("cp").arg("-a").arg(c["dir"].as_str().unwrap()).arg(&broken_dir).status().unwrap();
+    let st = Command::new("cp").arg("-a").arg(&c.dir).arg(&broken_dir).status().unwrap();
     assert!(st.success());
-    let (mapped_dir, broken_mapped) = (drums::mapped::mapped_root().join(c["id"].as_str().unwrap()), drums::mapped::mapped_root().join(&broken_id));
+    let (mapped_dir, broken_mapped) = (drums::mapped::mapped_root().join(&c.id), drums::mapped::mapped_root().join(&broken_id));
     let st = Command::new("cp").arg("-a").arg(&mapped_dir).arg(&broken_mapped).status().unwrap();
     assert!(st.success(), "the checkpoint has mapped files");
     // Where the copy's record says its files are: its own directory of its layer.
     let inner = |id: &str| drums::mapped::layer_of(&broken_mapped).join(drums::mapped::inside_dir(id).strip_prefix("/").unwrap());
-    std::fs::rename(inner(c["id"].as_str().unwrap()), inner(&broken_id)).unwrap();
+    std::fs::rename(inner(&c.id), inner(&broken_id)).unwrap();
     let pages = std::fs::read_dir(broken_dir.join("images")).unwrap().flatten().map(|e| e.path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("pages-")).max_by_key(|p| std::fs::metadata(p).unwrap().len()).unwrap();
     std::fs::OpenOptions::new().write(true).open(&pages).unwrap().set_len(4096).unwrap();
-    let broken = ckpt.replace(c["id"].as_str().unwrap(), &broken_id);
+    let broken = ckpt.replace(&c.id, &broken_id);
     let before: Vec<String> = new_state_dirs(&[]);
     // CRIU 4.2 either fails or hangs on a truncated page image; the time limit turns a hang into a failure.
     let mut child = Command::new(tool("drums-restore"))
@@ -308,9 +330,9 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
 
     // Afterwards a restore from the same checkpoint still works (no "File exists" from leftovers).
     let ok = restore(&ckpt, 1, true, &mut guard);
-    assert_eq!(ok[0]["ready"]["ready"], true);
+    assert!(ok[0].ready.as_ref().is_some_and(|r| r.ready), "{}", json(&ok[0]));
     drop(guard);
-    let _ = drums::ckpt::remove_checkpoint_dir(std::path::Path::new(c["dir"].as_str().unwrap()));
+    let _ = drums::ckpt::remove_checkpoint_dir(&c.dir);
     let mut left = inventory().new_since(&before_inv);
     // Processes count as left behind only in PID namespaces that did not exist when the test started:
     // a long-lived session of someone else's can fork new processes meanwhile.

@@ -80,6 +80,14 @@ impl Figures {
     pub fn has(&self, name: &str) -> bool {
         self.values.contains_key(name)
     }
+    /// The names of the figures that are null (the kernel gave none), in order.
+    pub fn nulls(&self) -> impl Iterator<Item = &str> + '_ {
+        self.values.iter().filter(|(_, v)| v.is_null()).map(|(k, _)| k.as_str())
+    }
+    /// Why figure `name` is null, as `why_null` gives it.
+    pub fn why_null(&self, name: &str) -> Option<&str> {
+        self.why.get(name).and_then(Value::as_str)
+    }
     /// The figures as JSON.
     pub fn into_value(self) -> Value {
         serde_json::to_value(self).expect("figures serialize")
