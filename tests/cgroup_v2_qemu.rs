@@ -189,7 +189,7 @@ fn cgroup_v2_in_a_qemu_guest() {
     // (Only printed: check::limits below decodes the record and fails on a bad one.)
     if let Some(r) = o.all("limits", "record").last() {
         match serde_json::from_str::<drums::record::Session>(r) {
-            Ok(s) => eprintln!("qemu: v2 read_back {}", s.cgroup.map(|c| c.read_back).unwrap_or_default()),
+            Ok(s) => eprintln!("qemu: v2 read_back {}", s.cgroup.map(|c| serde_json::to_string(&c.read_back).unwrap()).unwrap_or_default()),
             Err(e) => eprintln!("qemu: v2 record is not a session record ({e}): {r}"),
         }
     }

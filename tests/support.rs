@@ -111,10 +111,12 @@ pub fn text(b: &[u8]) -> String {
 }
 
 /// One line of a tool's output decoded into its record type: a member renamed, retyped or gone fails the
-/// test here, naming the type and the line.
+/// test here, naming the type and the line; so does anything after the record (a second record).
 pub fn decode<T: serde::de::DeserializeOwned>(line: &str) -> T {
     let mut de = serde_json::Deserializer::from_str(line.trim());
-    serde_path_to_error::deserialize(&mut de).unwrap_or_else(|e| panic!("not a {}: at `{}`: {}: {line}", std::any::type_name::<T>(), e.path(), e.inner()))
+    let v = serde_path_to_error::deserialize(&mut de).unwrap_or_else(|e| panic!("not a {}: at `{}`: {}: {line}", std::any::type_name::<T>(), e.path(), e.inner()));
+    de.end().unwrap_or_else(|e| panic!("more than one {} ({e}): {line}", std::any::type_name::<T>()));
+    v
 }
 
 /// Every non-empty line of a tool's output, each decoded into `T`.

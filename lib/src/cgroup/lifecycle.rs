@@ -56,7 +56,7 @@ pub fn create(session: &mut Session, limits: &Limits) -> Result<()> {
             paths: b.paths().clone(),
             proc_paths,
             requested: limits.clone(),
-            read_back: rb.into_value(),
+            read_back: rb,
             applied: true,
             processes_moved: moved,
             created_at: crate::state::now(),

@@ -29,7 +29,7 @@ pub struct Section {
     pub proc_paths: BTreeMap<String, String>,
     pub requested: Limits,
     /// Limits as read back from the kernel, `null` with a reason in `why_null` when it gives none.
-    pub read_back: Value,
+    pub read_back: Figures,
     /// Every read-back limit equals the request (memory rounded down to whole pages, as the kernel does).
     pub applied: bool,
     /// Processes moved in at creation; `null` when the session had no namespaces yet.
