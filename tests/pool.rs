@@ -218,12 +218,19 @@ fn a_filler_stopped_or_killed_midway_leaves_nothing_half_made() {
     };
     let parked_in_ready = |id: &str| last_phase(id).is_some_and(|p| p.0 == "parked") && files(&spool.join("ready")).iter().any(|f| f.to_string_lossy().contains(id));
 
-    // SIGTERM while it works (a sibling takes about 1.5 s to make): it stops between two steps. Meanwhile
-    // `status` names it as the pool's filler.
+    // SIGTERM while it works (one sibling parked, the next being made): it stops between two steps.
+    // Meanwhile `status` names it as the pool's filler.
     let child = filler();
     let pid = child.id() as i32;
     g.owners.push(pid);
-    std::thread::sleep(Duration::from_millis(2300));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let working = || {
+        let mine = sessions_owned_by(&g, pid);
+        mine.iter().any(|id| parked_in_ready(id)) && mine.iter().any(|id| !parked_in_ready(id))
+    };
+    while !working() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     let st = out(pool("status").args(["--checkpoint", &g.ckpt_id]));
     assert!(st.status.success(), "{}", text(&st.stderr));
     assert_eq!(decode_lines::<StatusReport>(&st.stdout)[0].filler_pid, Some(pid), "{}", text(&st.stdout));
@@ -237,16 +244,26 @@ fn a_filler_stopped_or_killed_midway_leaves_nothing_half_made() {
         assert!(parked_in_ready(&id), "{id}: left by a filler stopped with SIGTERM, but not parked (phase {:?})", last_phase(&id));
     }
 
-    // SIGKILL at three points of a sibling's making.
+    // SIGKILL at three points of a sibling's making, each caught as it happens (a sibling takes from 0.2 s
+    // to 1.5 s to make here, so fixed delays land after the pool is full as often as not): as soon as its
+    // ledger exists, while CRIU restores it, and once it is live but not yet parked. The pool is emptied
+    // first, so that every filler has siblings to make.
+    let o = out(pool("drain").args(["--checkpoint", &g.ckpt_id]));
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
     let mut killed = vec![];
-    for ms in [300u64, 900, 1700] {
+    for stage in [None, Some("restoring"), Some("live")] {
         let mut child = filler();
         let pid = child.id() as i32;
         g.owners.push(pid);
         killed.push(pid);
-        std::thread::sleep(Duration::from_millis(ms));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let at_stage = || sessions_owned_by(&g, pid).iter().any(|id| stage.is_none_or(|p| last_phase(id).is_some_and(|(q, _)| q == p)));
+        while !at_stage() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
         unsafe { libc::kill(pid, libc::SIGKILL) };
         let _ = child.wait();
+        assert!(sessions_owned_by(&g, pid).iter().any(|id| !parked_in_ready(id)), "the SIGKILL at stage {stage:?} (None: its ledger exists) caught no sibling half made");
     }
     let half_made: Vec<String> = killed.iter().flat_map(|p| sessions_owned_by(&g, *p)).filter(|id| !parked_in_ready(id)).collect();
     assert!(!half_made.is_empty(), "no kill caught a sibling half made: the test proves nothing");
