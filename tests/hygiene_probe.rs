@@ -2,38 +2,26 @@
 //! must share without drums-reseed and must not share with it.
 
 //!
-//! The functions take a session's (and a checkpoint's) record as a `serde_json::Value`, as their callers
-//! (restore.rs, pool.rs, image.rs) hold it, and read it through the record types: a renamed member fails
-//! here, naming it. What the guest and the browser answer (OSWorld's HTTP protocol, Chromium's DevTools
-//! protocol) is not a Drums record and stays JSON.
+//! The functions take a session's (and a checkpoint's) record as its record type. What the guest and the
+//! browser answer (OSWorld's HTTP protocol, Chromium's DevTools protocol) is not a Drums record and stays
+//! JSON.
 
-use crate::{decode, http, json as record_json, text, tool};
+use crate::{http, json as record_json, text, tool};
 use drums::cdp::Cdp;
 use drums::record::{Checkpoint, Session};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Duration;
 
-/// A session record held as JSON, decoded.
-fn session(rec: &Value) -> Session {
-    decode(&rec.to_string())
-}
-
-/// A checkpoint record held as JSON, decoded.
-fn checkpoint(rec: &Value) -> Checkpoint {
-    decode(&rec.to_string())
-}
-
 /// Run a shell script inside a session; its trimmed output.
-pub fn inside(rec: &Value, script: &str) -> String {
-    let o = Command::new(tool("drums-ns")).args(["exec", "--session", &session(rec).id, "--", "sh", "-c", script]).output().unwrap();
+pub fn inside(rec: &Session, script: &str) -> String {
+    let o = Command::new(tool("drums-ns")).args(["exec", "--session", &rec.id, "--", "sh", "-c", script]).output().unwrap();
     assert!(o.status.success(), "{script}: {}", text(&o.stderr));
     text(&o.stdout).trim().to_string()
 }
 
 /// A request to the session's guest; the JSON answer (or the text as a JSON string).
-pub fn guest(rec: &Value, method: &str, path: &str, body: Option<Value>) -> Value {
-    let rec = session(rec);
+pub fn guest(rec: &Session, method: &str, path: &str, body: Option<Value>) -> Value {
     let url = format!("{}{path}", rec.desktop.as_ref().and_then(|d| d.guest_url.as_deref()).expect("guest_url"));
     let (status, body) = http(method, &url, body.as_ref(), Duration::from_secs(10));
     assert_eq!(status, 200, "{method} {url}: {body}");
@@ -41,8 +29,7 @@ pub fn guest(rec: &Value, method: &str, path: &str, body: Option<Value>) -> Valu
 }
 
 /// A DevTools connection to the session's browser, attached to its page.
-pub fn cdp(rec: &Value) -> (Cdp, String) {
-    let rec = session(rec);
+pub fn cdp(rec: &Session) -> (Cdp, String) {
     let (ns, desktop) = (rec.ns.as_ref().expect("an ns section"), rec.desktop.as_ref().expect("a desktop section"));
     let mut c = Cdp::connect(ns.init_pid, desktop.devtools_port, Duration::from_secs(10)).unwrap();
     let (_, page) = c.attach_page().unwrap();
@@ -51,10 +38,10 @@ pub fn cdp(rec: &Value) -> (Cdp, String) {
 
 /// Before the checkpoint: a Python process that answers with its next random number when asked (through
 /// /tmp/ask and /tmp/answer), and a cookie in the browser.
-pub fn prepare_source(src: &Value) {
+pub fn prepare_source(src: &Session) {
     let py = "import os, random, time\nwhile True:\n    if os.path.exists('/tmp/ask'):\n        os.remove('/tmp/ask')\n        open('/tmp/answer', 'w').write(repr(random.random()))\n    time.sleep(0.02)\n";
     let o = Command::new(tool("drums-ns"))
-        .args(["exec", "--session", &session(src).id, "--detach", "--log", "/tmp/py.log", "--", "/usr/bin/python3", "-c", py])
+        .args(["exec", "--session", &src.id, "--detach", "--log", "/tmp/py.log", "--", "/usr/bin/python3", "-c", py])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -79,9 +66,8 @@ pub struct Probe {
 }
 
 /// The bytes of the browser process's MADV_WIPEONFORK ranges, as the checkpoint recorded them.
-pub fn browser_wf_bytes(s: &Value, ckpt: &Value) -> Vec<u8> {
+pub fn browser_wf_bytes(s: &Session, ckpt: &Checkpoint) -> Vec<u8> {
     use std::os::unix::fs::FileExt;
-    let (s, ckpt) = (session(s), checkpoint(ckpt));
     let desktop = s.desktop.as_ref().expect("a desktop section");
     let browser = desktop.processes.iter().find(|p| p.role == "chromium").unwrap_or_else(|| panic!("no chromium in {}", record_json(desktop)));
     let ns_pid = browser.pid;
@@ -99,7 +85,7 @@ pub fn browser_wf_bytes(s: &Value, ckpt: &Value) -> Vec<u8> {
 }
 
 /// Probe one sibling of the checkpoint `ckpt` (its record).
-pub fn probe(s: &Value, ckpt: &Value) -> Probe {
+pub fn probe(s: &Session, ckpt: &Checkpoint) -> Probe {
     let browser_wf_page = browser_wf_bytes(s, ckpt);
     let hostname = inside(s, "hostname");
     let mac = inside(s, "ip -o link show eth0 | sed 's/.*link\\/ether \\([^ ]*\\).*/\\1/'");

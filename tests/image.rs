@@ -17,11 +17,6 @@ fn default_image() -> ImageRecord {
     decode(&t)
 }
 
-/// `inside` of the clone-hygiene probe, which takes the record as JSON.
-fn inside_of(s: &Session, script: &str) -> String {
-    inside(&serde_json::to_value(s).unwrap(), script)
-}
-
 /// Files the test writes where only the host has them; removed when dropped.
 struct HostMarkers(Vec<PathBuf>);
 impl HostMarkers {
@@ -107,8 +102,8 @@ fn host_pid(s: &Session, role: &str) -> i32 {
 /// What a session sees is its image's, whatever the host has.
 fn assert_on_image(s: &Session, image_root: &Path, markers: &HostMarkers, what: &str) {
     let probe = markers.0.iter().map(|p| format!("[ -e {0} ] && echo {0};", p.display())).collect::<String>();
-    assert_eq!(inside_of(s, &format!("{probe} true")), "", "{what}: files only the host has are visible");
-    let shadow = inside_of(s, "cat /etc/shadow");
+    assert_eq!(inside(s, &format!("{probe} true")), "", "{what}: files only the host has are visible");
+    let shadow = inside(s, "cat /etc/shadow");
     let image_shadow = std::fs::read_to_string(image_root.join("etc/shadow")).unwrap();
     assert_eq!(shadow, image_shadow.trim(), "{what}: /etc/shadow is not the image's");
     for l in std::fs::read_to_string("/etc/shadow").unwrap().lines() {
@@ -121,12 +116,12 @@ fn assert_on_image(s: &Session, image_root: &Path, markers: &HostMarkers, what: 
     for dir in ["/home", "/root"] {
         let list = |root: &Path| -> Vec<String> { std::fs::read_dir(root.join(dir.trim_start_matches('/'))).into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect() };
         let (host, image) = (list(Path::new("/")), list(image_root));
-        let seen = inside_of(s, &format!("ls -A {dir}"));
+        let seen = inside(s, &format!("ls -A {dir}"));
         for name in host.iter().filter(|n| !image.contains(n) && !n.starts_with('.')) {
             assert!(!seen.lines().any(|l| l == name), "{what}: the host's {dir}/{name} is in the session");
         }
     }
-    assert_eq!(inside_of(s, "cat /etc/os-release"), std::fs::read_to_string(image_root.join("etc/os-release")).unwrap().trim(), "{what}: os-release");
+    assert_eq!(inside(s, "cat /etc/os-release"), std::fs::read_to_string(image_root.join("etc/os-release")).unwrap().trim(), "{what}: os-release");
     // The programs the desktop runs are the image's files: their bytes, as the kernel maps them.
     for (role, bin) in [("xvfb", "usr/bin/Xvfb"), ("openbox", "usr/bin/openbox")] {
         let running = std::fs::read(format!("/proc/{}/exe", host_pid(s, role))).unwrap();

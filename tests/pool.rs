@@ -10,7 +10,6 @@ use drums_tests::*;
 use drums::destroy::sweep::{Judged, SweepReport};
 use drums::pool::{DrainReport, FillReport, ParkedReport, StatusReport};
 use drums::record::{Checkpoint, Session};
-use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -84,11 +83,6 @@ fn keep(g: &mut Guard, o: &Output) {
     }
 }
 
-/// A record as JSON, for the clone-hygiene probe (tests/hygiene_probe.rs), which takes its records so.
-fn as_json<T: serde::Serialize>(r: &T) -> Value {
-    serde_json::to_value(r).expect("records serialize")
-}
-
 /// What `drums-pool fill` printed: a report per sibling parked, then its summary.
 fn fill_reports(o: &Output) -> (Vec<ParkedReport>, FillReport) {
     let t = text(&o.stdout);
@@ -143,7 +137,7 @@ fn checkpoint(g: &mut Guard, hygiene: bool) -> Checkpoint {
     let src_text = text(&o.stdout);
     keep(g, &o);
     if hygiene {
-        prepare_source(&as_json(&decode::<Session>(&src_text)));
+        prepare_source(&decode::<Session>(&src_text));
     }
     let o = run("drums-ckpt", &["--clean"], &src_text);
     assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));
@@ -386,8 +380,7 @@ fn warm_pool() {
         assert_eq!(rs.wiped_ranges, wipe_ranges, "{}: not every wipe-on-fork range was zeroed: {rs:?}", s.id);
     }
     // ... and two taken siblings differ in everything.
-    let ckpt_json = as_json(&ckpt);
-    let (a, b) = (probe(&as_json(&taken[0]), &ckpt_json), probe(&as_json(&taken[1]), &ckpt_json));
+    let (a, b) = (probe(&taken[0], &ckpt), probe(&taken[1], &ckpt));
     assert_ne!(a.hostname, b.hostname, "hostname");
     assert_ne!(a.mac, b.mac, "MAC");
     assert_ne!(a.guest_rng, b.guest_rng, "guest RNG");

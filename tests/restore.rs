@@ -3,7 +3,7 @@
 use drums_tests::hygiene::*;
 use drums::record::{Checkpoint, ClearedAt, Reseed, Session};
 use drums_tests::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -34,12 +34,6 @@ fn cold(guard: &mut Sessions) -> (String, Session) {
     let line = text(&o.stdout).trim().to_string();
     let rec = one(&line);
     (line, rec)
-}
-
-/// A record as the JSON value the clone-hygiene helpers take (tests/hygiene_probe.rs, shared with the pool
-/// and image tests, whose signatures take `serde_json::Value`; they decode it into the record type).
-fn as_json<T: serde::Serialize>(r: &T) -> Value {
-    serde_json::to_value(r).expect("records serialize")
 }
 
 /// The `reseed` section of a sibling's record.
@@ -127,7 +121,6 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     let ns = |s: &Session| s.ns.clone().expect("an ns section");
     assert_ne!(net(a).session_addr, net(b).session_addr);
     assert_ne!(ns(a).inodes, ns(b).inodes);
-    let (a, b) = (&as_json(a), &as_json(b));
     // A file written in one is invisible in the other.
     inside(a, "echo only-in-a > /tmp/probe && echo only-in-a > /root/probe");
     assert_eq!(inside(b, "cat /tmp/probe /root/probe 2>/dev/null || echo absent"), "absent");
@@ -138,7 +131,7 @@ fn siblings_are_ready_isolated_and_run_the_task() {
 
     // OSWorld task e0df059f in a restored sibling: 0 before the action, 1 after.
     let check = json!({"command": "[ -d ~/Desktop/todo_list_Jan_2 ] && echo 'Directory exists.' || echo 'Directory does not exist.'", "shell": true});
-    let score = |s: &Value| -> u32 { u32::from(guest(s, "POST", "/execute", Some(check.clone()))["output"].as_str().unwrap().trim() == "Directory exists.") };
+    let score = |s: &Session| -> u32 { u32::from(guest(s, "POST", "/execute", Some(check.clone()))["output"].as_str().unwrap().trim() == "Directory exists.") };
     let setup = guest(a, "POST", "/setup/execute", Some(json!({"command": "echo 'password' | sudo -S mkdir ~/Desktop/todo_list_Jan_1", "shell": true})));
     assert_eq!(setup["returncode"], 0, "{setup}");
     assert_eq!(score(a), 0);
@@ -153,7 +146,7 @@ fn clone_hygiene() {
     let _lock = session_lock();
     let mut guard = Sessions::default();
     let (src_rec, src) = cold(&mut guard);
-    prepare_source(&as_json(&src));
+    prepare_source(&src);
     let clean = run_ok("drums-ckpt", &["--clean", "--leave-running"], &src_rec);
     let kept = run_ok("drums-ckpt", &["--leave-running"], &src_rec);
     // Last, ending the source: a clean checkpoint whose source does not go on has its browser state
@@ -163,11 +156,10 @@ fn clone_hygiene() {
     assert_eq!((&clean_rec.browser_erased, &kept_rec.browser_erased), (&None, &None), "a source that goes on keeps its browser state");
     let erased_what = erased_rec.browser_erased.as_ref().map(|b| (b.cookies_cleared, b.storage_cleared));
     assert_eq!(erased_what, Some((true, true)), "{}", json(&erased_rec));
-    let (clean_rec, kept_rec, erased_rec) = (as_json(&clean_rec), as_json(&kept_rec), as_json(&erased_rec));
 
     // Reseed off: clones.
     let raw = restore(&clean, 2, false, &mut guard);
-    let (a, b) = (probe(&as_json(&raw[0]), &clean_rec), probe(&as_json(&raw[1]), &clean_rec));
+    let (a, b) = (probe(&raw[0], &clean_rec), probe(&raw[1], &clean_rec));
     assert_eq!(a.hostname, b.hostname, "hostname");
     assert_eq!(a.mac, b.mac, "MAC");
     assert_eq!(a.guest_rng, b.guest_rng, "guest RNG");
@@ -188,7 +180,7 @@ fn clone_hygiene() {
 
     // Reseed on, clean checkpoint: everything differs, cookies gone.
     let fresh = restore(&clean, 2, true, &mut guard);
-    let (a, b) = (probe(&as_json(&fresh[0]), &clean_rec), probe(&as_json(&fresh[1]), &clean_rec));
+    let (a, b) = (probe(&fresh[0], &clean_rec), probe(&fresh[1], &clean_rec));
     assert_ne!(a.hostname, b.hostname, "hostname");
     assert_ne!(a.mac, b.mac, "MAC");
     assert_ne!(a.guest_rng, b.guest_rng, "guest RNG");
@@ -205,7 +197,7 @@ fn clone_hygiene() {
 
     // Reseed on, checkpoint not declared clean: the browser's state is kept by design, the rest differs.
     let kept_sibs = restore(&kept, 2, true, &mut guard);
-    let (a, b) = (probe(&as_json(&kept_sibs[0]), &kept_rec), probe(&as_json(&kept_sibs[1]), &kept_rec));
+    let (a, b) = (probe(&kept_sibs[0], &kept_rec), probe(&kept_sibs[1], &kept_rec));
     assert_eq!(a.cookie.as_deref(), Some("secret-pre-checkpoint"));
     assert_eq!(b.cookie.as_deref(), Some("secret-pre-checkpoint"));
     assert_ne!(a.hostname, b.hostname);
@@ -214,9 +206,9 @@ fn clone_hygiene() {
     assert_ne!(a.new_context_id, b.new_context_id, "the browser process's own randomness is reseeded either way");
     // Reseed on, clean checkpoint erased at dump time: the same, with the clearing done once, before the dump.
     let raw = restore(&erased, 1, false, &mut guard);
-    assert_eq!(probe(&as_json(&raw[0]), &erased_rec).cookie, None, "the erased checkpoint holds no cookie");
+    assert_eq!(probe(&raw[0], &erased_rec).cookie, None, "the erased checkpoint holds no cookie");
     let erased_sibs = restore(&erased, 2, true, &mut guard);
-    let (a, b) = (probe(&as_json(&erased_sibs[0]), &erased_rec), probe(&as_json(&erased_sibs[1]), &erased_rec));
+    let (a, b) = (probe(&erased_sibs[0], &erased_rec), probe(&erased_sibs[1], &erased_rec));
     assert_eq!((a.cookie, b.cookie), (None, None));
     assert_ne!(a.math_random, b.math_random, "Math.random");
     assert_ne!(a.new_context_id, b.new_context_id, "new browser context id");
