@@ -12,7 +12,8 @@ pub const VERSION: u32 = 1;
 
 /// A report's `type` member as a type of its own: one variant, serialized as the record's type name, so
 /// that decoding a record of another type fails instead of reading it as this one.
-/// `record_type!(SweepType = "sweep")` makes `SweepType::Tag`, written and read as `"sweep"`.
+/// `record_type!(SweepType = "sweep")` makes `SweepType::Tag`, written and read as `"sweep"`, and
+/// `SweepType::NAME`, the name itself.
 #[macro_export]
 macro_rules! record_type {
     ($name:ident = $value:literal) => {
@@ -22,6 +23,9 @@ macro_rules! record_type {
             #[default]
             #[serde(rename = $value)]
             Tag,
+        }
+        impl $name {
+            pub const NAME: &'static str = $value;
         }
     };
 }
@@ -441,10 +445,10 @@ impl Checkpoint {
     }
 }
 
-pub const SESSION: &str = "session";
-pub const CHECKPOINT: &str = "checkpoint";
 crate::record_type!(SessionType = "session");
 crate::record_type!(CheckpointType = "checkpoint");
+pub const SESSION: &str = SessionType::NAME;
+pub const CHECKPOINT: &str = CheckpointType::NAME;
 
 /// Parse one line into a JSON object and check its version and type.
 pub fn parse_line(line: &str, want_type: &str) -> Result<Value> {

@@ -9,9 +9,9 @@ use crate::record::Session;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
-/// The `type` of a telemetry record.
-pub const SAMPLE: &str = "cgroup_sample";
 crate::record_type!(SampleType = "cgroup_sample");
+/// The `type` of a telemetry record.
+pub const SAMPLE: &str = SampleType::NAME;
 
 /// One telemetry record (docs/record.md, "cgroup telemetry"): which session and when, then the figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
