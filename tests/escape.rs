@@ -1,7 +1,8 @@
 //! The session boundary tried from the attacker's side: from inside a cold session and a restored sibling,
 //! as the session's desktop user and as session root (through `sudo` with the task password, as an agent
 //! would), every escape below is attempted and must fail, and the host is checked unchanged afterwards.
-//! (Planted links and set-id files: tests/escape_files.rs; the network: tests/firewall.rs.)
+//! (Planted links and set-id files: tests/escape_files.rs; the network: tests/firewall.rs; descriptors
+//! and terminals handed to `drums-ns exec`: tests/escape_exec.rs.)
 
 use drums::record::{Checkpoint, Session};
 use drums_tests::*;
@@ -83,23 +84,6 @@ status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitl
 out("boundary", f"info CapBnd={status['CapBnd'].strip()} CapEff={status['CapEff'].strip()} Seccomp={status['Seccomp'].strip()} uid={os.getuid()}")
 "#;
 
-/// A tool's output that is one record, decoded into `T`: more than one line fails (as parsing it as one
-/// JSON value did).
-fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
-    assert_eq!(out.trim().lines().count(), 1, "not one record: {out}");
-    decode(out)
-}
-
-/// A cold session's record as cold.sh printed it (the input of drums-ckpt), and decoded.
-fn cold(guard: &mut Sessions) -> (String, Session) {
-    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
-    assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
-    guard.add(&text(&o.stdout));
-    let line = text(&o.stdout);
-    let rec = one(&line);
-    (line, rec)
-}
-
 /// What the host must still be after the attempts.
 #[derive(Debug, PartialEq)]
 struct HostState {
@@ -147,7 +131,7 @@ fn root_in_a_session_is_not_root_on_the_host() {
         std::fs::write(m, "host only\n").unwrap();
     }
     let mut guard = Sessions::default();
-    let (src_line, src) = cold(&mut guard);
+    let (src_line, src) = cold_session(&mut guard);
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &src_line);
     let c: Checkpoint = one(&ckpt);
     let ckpt_dir = c.dir.clone();
@@ -182,66 +166,5 @@ fn root_in_a_session_is_not_root_on_the_host() {
     drop(guard);
     let _ = drums::ckpt::remove_checkpoint_dir(&ckpt_dir);
     let left = inventory().new_since(&before_inventory);
-    assert!(left.is_empty(), "left after destroy: {left:?}");
-}
-
-/// `drums-ns exec` from a terminal: the command sees no terminal (its output comes back through pipes,
-/// its input is the session's /dev/null, it has no controlling terminal to open as /dev/tty), so nothing
-/// in the session can read keystrokes from it or push input into the host's shell; `--pass-terminal`
-/// hands the terminal over when asked.
-#[test]
-fn a_terminal_never_reaches_a_session_unless_asked() {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    require_root();
-    let _lock = session_lock();
-    let before = inventory();
-    let mut guard = Sessions::default();
-    let o = Command::new(tool("drums-overlay")).arg("create").env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let rec = run_ok("drums-ns", &["create"], &text(&o.stdout));
-    guard.add(&rec);
-    let id = one::<Session>(&rec).id;
-    let (mut master, mut slave) = (0, 0);
-    assert_eq!(unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) }, 0, "openpty");
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    let probe = "for fd in 0 1 2; do [ -t $fd ] && echo tty$fd; done; (exec 3</dev/tty) 2>/dev/null && echo ctty; python3 -c 'import fcntl, termios\ntry:\n fcntl.ioctl(1, termios.TIOCSTI, b\"x\"); print(\"injected\")\nexcept OSError as e: print(\"refused\", e.errno)'; echo done";
-    let exec = |extra: &[&str]| -> String {
-        let mut cmd = Command::new(tool("drums-ns"));
-        cmd.args(["exec", "--session", &id]).args(extra).args(["--", "sh", "-c", probe]);
-        cmd.stdin(std::process::Stdio::from(slave.try_clone().unwrap())).stdout(std::process::Stdio::from(slave.try_clone().unwrap())).stderr(std::process::Stdio::from(slave.try_clone().unwrap()));
-        // The terminal becomes the controlling terminal of drums-ns, as a shell's would be.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                libc::setsid();
-                libc::ioctl(0, libc::TIOCSCTTY, 0);
-                Ok(())
-            });
-        }
-        let st = cmd.status().unwrap();
-        assert!(st.success(), "drums-ns exec {extra:?}: {st}");
-        let mut out = vec![];
-        let mut buf = [0u8; 4096];
-        let flags = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&master), libc::F_GETFL) };
-        unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&master), libc::F_SETFL, flags | libc::O_NONBLOCK) };
-        loop {
-            let n = unsafe { libc::read(std::os::fd::AsRawFd::as_raw_fd(&master), buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n as usize]);
-        }
-        String::from_utf8_lossy(&out).replace('\r', "")
-    };
-    let default = exec(&[]);
-    assert!(default.contains("done"), "the output came back through the relay: {default:?}");
-    for bad in ["tty0", "tty1", "tty2", "ctty", "injected"] {
-        assert!(!default.lines().any(|l| l == bad), "{bad} in the session: {default:?}");
-    }
-    assert!(default.contains("refused"), "{default:?}");
-    let passed = exec(&["--pass-terminal"]);
-    assert!(passed.lines().any(|l| l == "tty1") && passed.lines().any(|l| l == "refused 1"), "--pass-terminal hands the terminal over, and TIOCSTI on it is refused by the filter (EPERM): {passed:?}");
-    drop(guard);
-    let left = inventory().new_since(&before);
     assert!(left.is_empty(), "left after destroy: {left:?}");
 }

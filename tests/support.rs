@@ -130,6 +130,41 @@ pub fn error_record(stderr: &[u8]) -> drums::error::ErrorRecord {
     decode(t.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_else(|| panic!("nothing on stderr")))
 }
 
+/// A tool's output that is one record, decoded into `T`: more than one line fails.
+pub fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
+    assert_eq!(out.trim().lines().count(), 1, "not one record: {out}");
+    decode(out)
+}
+
+/// A full cold session (pipelines/cold.sh: overlay, namespaces, cgroups, desktop, agent-ready), owned by
+/// this test process and destroyed with `guard`: its record as cold.sh printed it, and decoded.
+pub fn cold_session(guard: &mut Sessions) -> (String, drums::record::Session) {
+    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    guard.add(&text(&o.stdout));
+    assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
+    let line = text(&o.stdout).trim().to_string();
+    let rec = one(&line);
+    (line, rec)
+}
+
+/// A checkpoint directory, removed when dropped (checkpoints outlive sessions, so `Sessions` does not).
+pub struct CheckpointDir(pub PathBuf);
+impl Drop for CheckpointDir {
+    fn drop(&mut self) {
+        let _ = drums::ckpt::remove_checkpoint_dir(&self.0);
+    }
+}
+
+/// A checkpoint of `source` (left running) and one restored, reseeded, agent-ready sibling of it.
+pub fn checkpoint_and_sibling(source: &str, guard: &mut Sessions) -> (CheckpointDir, drums::record::Session) {
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], source);
+    let dir = CheckpointDir(one::<drums::record::Checkpoint>(&ckpt).dir);
+    let restored = run_ok("drums-restore", &[], &ckpt);
+    guard.add(&restored);
+    let sib = one(&run_ok("drums-ready", &[], &run_ok("drums-reseed", &[], &restored)));
+    (dir, sib)
+}
+
 /// A record as one line of JSON, for assertion messages.
 pub fn json<T: serde::Serialize>(r: &T) -> String {
     serde_json::to_string(r).expect("records serialize")

@@ -54,12 +54,13 @@ pub enum Cmd {
         /// session's reduced capabilities).
         #[arg(long, value_name = "USER")]
         user: Option<String>,
-        /// Hand the command this terminal when the standard streams are one (default: output relayed
-        /// through pipes, input /dev/null, no controlling terminal; a terminal never reaches a session).
+        /// Give the command a terminal of the session's own, relayed to this one, when a standard stream
+        /// is a terminal (default: no terminal; output relayed through pipes, input from a terminal is
+        /// /dev/null).
         ///
-        /// Only without --detach. Without this flag the command runs in a process session of its own, so
-        /// it has no controlling terminal to open as /dev/tty or inject into; SIGINT, SIGTERM, SIGHUP and
-        /// SIGQUIT sent to drums-ns are passed on to it.
+        /// Only without --detach. The session's terminal is opened inside the session (its devpts); the
+        /// caller's terminal is put in raw mode, relayed to it and restored at the end, and its window
+        /// size follows the caller's. The caller's terminal itself never reaches the session.
         #[arg(long)]
         pass_terminal: bool,
         /// The command and its arguments, after --.
