@@ -353,10 +353,9 @@ fn warm_pool() {
     let err = error_record(&o.stderr);
     assert_eq!((err.kind.as_str(), err.exit), ("check_failed", 1), "{}", json(&err));
     assert!(t.elapsed() < Duration::from_secs(2));
-    // ... with --wait it fails after that long (here through pipelines/pool-take.sh, kept for
-    // compatibility: the same tool), or gets the sibling that a filler parks meanwhile.
+    // ... with --wait it fails after that long, or gets the sibling that a filler parks meanwhile.
     let t = Instant::now();
-    let o = script("pool-take.sh").args(["--checkpoint", &g.ckpt_id, "--wait", "1"]).output().unwrap();
+    let o = take(&["--checkpoint", &g.ckpt_id, "--wait", "1"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let err = error_record(&o.stderr);
     assert_eq!(err.tool, "drums-pool", "{}", json(&err));

@@ -129,11 +129,6 @@ impl Cdp {
         Ok(v["result"].clone())
     }
 
-    /// Wait for an event (`method`, on `session` when given), taking it from those already received first.
-    pub fn wait_event(&mut self, session: Option<&str>, method: &str, timeout: Duration) -> Result<Value> {
-        self.event_before(session, method, Instant::now() + timeout)?.ok_or_else(|| Error::failed(format!("DevTools: no {method} within {timeout:?}")))
-    }
-
     /// The event (`method`, on `session` when given) if it comes before `deadline`; None if it does not.
     pub fn event_before(&mut self, session: Option<&str>, method: &str, deadline: Instant) -> Result<Option<Value>> {
         let matches = |v: &Value| v["method"] == method && session.is_none_or(|s| v["sessionId"] == s);
