@@ -458,7 +458,7 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
         let mut boundary = BTreeMap::new();
         for s in sessions {
             let checkpoint = match &s.restore {
-                Some(r) => Some(crate::ckpt::load(&r.checkpoint)?),
+                Some(r) => Some(crate::session_io::load_checkpoint(&r.checkpoint)?),
                 None => None,
             };
             let procs = crate::boundary::of_pidns(s.ns()?.inodes.pid);

@@ -14,6 +14,7 @@
 //! Everything that runs between fork and exec is allocation-free: the program is built before the fork.
 
 use crate::error::Result;
+pub use crate::record::boundary::{Boundary, ProcessBoundary};
 
 /// The capabilities a session keeps (bounding, permitted, effective for its root): what a desktop and
 /// OSWorld's tasks need, and nothing that reaches past the session's own namespaces.
@@ -279,22 +280,6 @@ impl Seccomp {
     }
 }
 
-/// A process's boundary as the kernel reports it (/proc/PID/status): what drums-audit compares between a
-/// checkpoint's source and each sibling.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Boundary {
-    /// CapBnd, CapEff and CapPrm as hex masks.
-    pub cap_bnd: String,
-    pub cap_eff: String,
-    pub cap_prm: String,
-    /// 0 none, 1 strict, 2 filter.
-    pub seccomp: u8,
-    /// Seccomp_filters: how many filters are stacked.
-    pub seccomp_filters: u32,
-    pub no_new_privs: bool,
-    /// The inode of the process's user namespace.
-    pub user_ns: u64,
-}
 
 impl Boundary {
     pub fn of(pid: i32) -> Result<Boundary> {
@@ -316,14 +301,6 @@ impl Boundary {
     }
 }
 
-/// One process's boundary, named as a checkpoint and an audit name it: PID inside the session, command.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ProcessBoundary {
-    pub pid: i32,
-    pub comm: String,
-    #[serde(flatten)]
-    pub boundary: Boundary,
-}
 
 /// The boundary of every process in the PID namespace `pidns`, by PID inside it.
 pub fn of_pidns(pidns: u64) -> Vec<ProcessBoundary> {

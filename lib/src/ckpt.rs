@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-pub const RECORD_FILE: &str = "checkpoint.json";
 /// How many times a dump is tried before drums-ckpt gives up.
 pub const DUMP_ATTEMPTS: u32 = 4;
 
@@ -87,7 +86,7 @@ pub fn write_open_files(session: &Session, upper: &Path) -> Result<Vec<PathBuf>>
         for e in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
             let Ok(target) = std::fs::read_link(e.path()) else { continue };
             let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_string_lossy())).unwrap_or_default();
-            if crate::audit::scan::open_mode(&info).1 {
+            if crate::proc::open_mode(&info).1 {
                 consider(&target.to_string_lossy());
             }
         }
@@ -220,7 +219,7 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     c.image = Some(image);
     c.runtime = Some(runtime);
     c.source = CheckpointSource { session: session.id.clone(), hostname: ns.hostname.clone(), session_addr: session.net()?.session_addr.clone(), session_mac: session.net()?.session_mac.clone(), desktop };
-    let path = c.dir.join(RECORD_FILE);
+    let path = c.dir.join(crate::session_io::CHECKPOINT_FILE);
     std::fs::write(&path, serde_json::to_vec(&c).expect("records serialize")).ctx("write", &path)?;
     if !o.leave_running {
         crate::destroy::destroy(&session.state_dir, &crate::destroy::DestroyOptions::default())?;
@@ -275,8 +274,8 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         dump_s = t0.elapsed().as_secs_f64();
         match status {
             Ok(st) if st.success() => break,
-            Ok(_) => failures.push(format!("attempt {attempt}: {}", criu_log_tail(&log))),
-            Err(e) => failures.push(format!("attempt {attempt}: {e}: {}", criu_log_tail(&log))),
+            Ok(_) => failures.push(format!("attempt {attempt}: {}", crate::criu::log_tail(&log))),
+            Err(e) => failures.push(format!("attempt {attempt}: {e}: {}", crate::criu::log_tail(&log))),
         }
         if attempt == DUMP_ATTEMPTS || !crate::proc::alive(ns.init_pid, ns.init_start_time) {
             return Err(Error::failed(format!("criu dump failed: {}", failures.join(" || "))));
@@ -400,18 +399,4 @@ pub fn remove_checkpoint_dir(dir: &Path) -> std::io::Result<()> {
     gone(std::fs::remove_dir_all(dir))
 }
 
-/// The lines of a CRIU log that say what went wrong.
-pub fn criu_log_tail(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let errors: Vec<&str> = text.lines().filter(|l| l.contains("Error") && !l.contains("RLIMIT_NOFILE")).collect();
-    let pick: Vec<&str> = if errors.is_empty() { text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect() } else { errors.into_iter().take(6).collect() };
-    format!("{} (log: {})", pick.join(" | "), log.display())
-}
 
-/// Read a checkpoint record from its directory, by id.
-pub fn load(id: &str) -> Result<Checkpoint> {
-    crate::state::check_checkpoint_id(id).map_err(|m| Error::bad_field("id", m))?;
-    let path = crate::state::checkpoint_root().join(id).join(RECORD_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::bad_input(format!("{}: {e} (no such checkpoint?)", path.display())))?;
-    Checkpoint::parse(text.trim())
-}

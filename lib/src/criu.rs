@@ -272,3 +272,40 @@ pub fn run_watching(cmd: &mut std::process::Command, mut watch: impl FnMut(i32) 
         }
     }
 }
+
+/// The lines of a CRIU log that say what went wrong.
+pub fn log_tail(log: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let errors: Vec<&str> = text.lines().filter(|l| l.contains("Error") && !l.contains("RLIMIT_NOFILE")).collect();
+    let pick: Vec<&str> = if errors.is_empty() { text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect() } else { errors.into_iter().take(6).collect() };
+    format!("{} (log: {})", pick.join(" | "), log.display())
+}
+
+/// Tasks of a CRIU restore into `state_dir` that outlived it: CRIU killed before its root task (PID 1 of a
+/// new PID namespace) was ledgered leaves that task waiting forever. They still carry
+/// CRIU's command line, with `-W <state_dir>`: SIGKILL them (killing the root task ends its namespace).
+/// Returns (pid, start time) of each task killed.
+pub fn kill_stray_restores(state_dir: &std::path::Path) -> Vec<(i32, u64)> {
+    let want = state_dir.as_os_str().as_encoded_bytes();
+    let mut killed = vec![];
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        let is_restore = args.iter().any(|a| *a == b"restore") && args.iter().any(|a| a.ends_with(b"criu"));
+        let ours = args.windows(2).any(|w| w[0] == b"-W" && w[1] == want);
+        if is_restore && ours {
+            if let Some(start) = crate::proc::start_time(pid) {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                killed.push((pid, start));
+            }
+        }
+    }
+    for _ in 0..100 {
+        if killed.iter().all(|&(p, s)| !crate::proc::alive(p, s)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    killed
+}

@@ -16,7 +16,7 @@ pub const DEFAULT_URL: &str = "data:text/html,<title>drums-ready</title><body st
 /// 9222: OSWorld's chrome tasks start their own browser and forward the session's port 9222 to it with
 /// socat (`socat tcp-listen:9222,fork ...`), which cannot bind while anything holds 9222.
 pub const DEVTOOLS_PORT: u16 = 9229;
-pub const GUEST_PORT: u16 = 5000;
+pub use crate::record::GUEST_PORT;
 /// Chromium's profile (user data directory) inside the session: on the overlay rather than in the /tmp
 /// tmpfs, which CRIU would pack into every checkpoint and unpack in every restore.
 pub const CHROMIUM_PROFILE: &str = "/var/cache/drums/chromium";

@@ -203,7 +203,7 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
 
     if !opts.dry_run {
         thaw(&ordered);
-        for (pid, start_time) in crate::restore::kill_stray_restore_tasks(state_dir) {
+        for (pid, start_time) in crate::criu::kill_stray_restores(state_dir) {
             let res = Resource::Process { pid, start_time, role: "criu-restore".into(), init: false };
             rep.removed.push(Item::new(res, Some("unledgered task of a restore killed midway".into())));
         }

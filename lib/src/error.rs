@@ -150,6 +150,31 @@ impl<T> IoContext<T> for nix::Result<T> {
     }
 }
 
+/// The record format version: the `drums` member of every record and of the error object. A record
+/// whose `drums` member differs is refused. (Here, below the records, so that the error object can carry
+/// it; crate::record re-exports it.)
+pub const VERSION: u32 = 1;
+
+/// A report's `type` member as a type of its own: one variant, serialized as the record's type name, so
+/// that decoding a record of another type fails instead of reading it as this one.
+/// `record_type!(SweepType = "sweep")` makes `SweepType::Tag`, written and read as `"sweep"`, and
+/// `SweepType::NAME`, the name itself.
+#[macro_export]
+macro_rules! record_type {
+    ($name:ident = $value:literal) => {
+        #[doc = concat!("The `type` member `\"", $value, "\"`.")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            #[default]
+            #[serde(rename = $value)]
+            Tag,
+        }
+        impl $name {
+            pub const NAME: &'static str = $value;
+        }
+    };
+}
+
 crate::record_type!(ErrorType = "error");
 
 /// The error object on stderr (docs/record.md, "Error object"). The members after `message` are there
@@ -180,6 +205,6 @@ pub struct ErrorRecord {
 
 impl ErrorRecord {
     pub fn new(tool: &str, kind: &str, exit: i32, message: String) -> ErrorRecord {
-        ErrorRecord { drums: crate::record::VERSION, record_type: ErrorType::Tag, tool: tool.into(), kind: kind.into(), exit, message, field: None, path: None, errno: None, process: None, log: None, cleanup_error: None }
+        ErrorRecord { drums: VERSION, record_type: ErrorType::Tag, tool: tool.into(), kind: kind.into(), exit, message, field: None, path: None, errno: None, process: None, log: None, cleanup_error: None }
     }
 }

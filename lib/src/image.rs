@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+pub use crate::record::layers::ImageRef;
 
 /// The image a session gets when none is named.
 pub const DEFAULT_IMAGE: &str = "desktop";
@@ -22,17 +23,6 @@ pub fn images_root() -> PathBuf {
     std::env::var_os("DRUMS_IMAGE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib/drums/images"))
 }
 
-/// What a session or checkpoint record says of its image.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ImageRef {
-    pub name: String,
-    /// The image's directory, `<images root>/<name>-<12 hex>`.
-    pub dir: PathBuf,
-    /// The tree: `<dir>/root`, the overlay's lowest layer.
-    pub root: PathBuf,
-    /// `sha256:<64 hex>`, over the tree's content (`digest_tree`).
-    pub digest: String,
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Package {
@@ -301,7 +291,7 @@ impl Users {
             if crate::state::check_checkpoint_id(&name).is_err() {
                 continue;
             }
-            match crate::ckpt::load(&name) {
+            match crate::session_io::load_checkpoint(&name) {
                 Ok(c) => checkpoints.push((name, c.image, c.runtime)),
                 Err(_) => unreadable.push(e.path()),
             }
@@ -351,7 +341,7 @@ fn refs_in_use(dir: &Path) -> Vec<(String, PathBuf)> {
     for e in std::fs::read_dir(dir.join(REFS_DIR)).into_iter().flatten().flatten() {
         let id = e.file_name().to_string_lossy().into_owned();
         let Ok(at) = std::fs::read(e.path()).map(|b| PathBuf::from(String::from_utf8_lossy(&b).into_owned())) else { continue };
-        let names_dir = std::fs::read_to_string(at.join(crate::ckpt::RECORD_FILE)).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok()).is_some_and(|c| {
+        let names_dir = std::fs::read_to_string(at.join(crate::session_io::CHECKPOINT_FILE)).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok()).is_some_and(|c| {
             let d = dir.to_string_lossy();
             c["image"]["dir"].as_str() == Some(&d) || c["runtime"]["dir"].as_str() == Some(&d)
         });

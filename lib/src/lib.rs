@@ -30,7 +30,9 @@ pub mod reseed;
 pub mod restore;
 pub mod runtime;
 pub mod session_io;
+pub mod spool;
 pub mod state;
+pub mod validate;
 pub mod x11;
 
 pub use error::{Error, Result};

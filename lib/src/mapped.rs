@@ -17,9 +17,9 @@
 
 use crate::criu_image::{replace_file, Image, Message, Value};
 use crate::error::{Error, IoContext, Result};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
+pub use crate::record::layers::{Mapped, MappedFile};
 
 const PAGE: u64 = 4096;
 /// A mapping is moved out only when at least this many of its pages are in the images.
@@ -105,25 +105,7 @@ pub fn unusable_root(root: &Path) -> Option<String> {
     None
 }
 
-/// What a checkpoint's images map from files of its own instead of holding as pages.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct Mapped {
-    /// `mapped_root()/<checkpoint id>`; the overlay layer is its `layer/`.
-    pub dir: PathBuf,
-    pub files: Vec<MappedFile>,
-    /// Pages taken out of the images (every process's copy counted).
-    pub pages_moved: u64,
-}
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct MappedFile {
-    /// On the host: `<dir>/layer/usr/lib/drums/mapped/<checkpoint id>/N.bin` (`pN.bin`: a file of the
-    /// parent checkpoint the source was restored from, linked).
-    pub path: PathBuf,
-    pub bytes: u64,
-    /// The mappings (one per process) that now map this file.
-    pub mappings: u32,
-}
 
 impl Mapped {
     /// Each file is there with its size: a restore would otherwise fail inside CRIU. (Where they may be is

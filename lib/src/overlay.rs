@@ -8,6 +8,7 @@ use crate::ledger::{Ledger, Resource};
 use crate::record::{Overlay, Session};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::path::{Path, PathBuf};
+pub use crate::record::layers::Dropped;
 
 pub struct OverlayOptions {
     /// The root image: a name (its current image) or an image directory.
@@ -120,18 +121,6 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, lowers: &Lowers, tmpfs_bytes: u64
 /// CRIU restores descriptors open on them, so a checkpoint layer keeps them.
 pub const SESSION_DEV_NODES: [(&str, u32, u32); 6] = [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)];
 
-/// What a copy of a session's upper into a checkpoint layer left out (`copy_layer`): the checkpoint
-/// record's `layer_dropped`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Dropped {
-    /// Files (not directories) whose set-user-ID or set-group-ID bit was cleared.
-    pub setid: u64,
-    /// Device nodes not copied: every one but overlayfs whiteouts and the session's own /dev nodes.
-    pub devices: u64,
-    /// File capabilities (`security.capability`) not copied.
-    #[serde(default)]
-    pub capabilities: u64,
-}
 
 /// Copy a layer with everything overlayfs cares about: owners, modes, times, whiteouts (0:0 character
 /// devices) and other device nodes and FIFOs (not sockets), symlinks, hard links, and extended attributes

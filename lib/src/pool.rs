@@ -15,42 +15,13 @@ use crate::record::{Checkpoint, Owner, Session};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
+pub use crate::record::pool::{FillTimes, Section};
+pub use crate::spool::{parked_record, ParkedFile, Spool};
 
-/// The `pool` section of a parked or taken session record (docs/record.md).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Section {
-    pub checkpoint: String,
-    /// The spool: `<pools root>/<checkpoint>` (a record naming another is refused).
-    pub spool: PathBuf,
-    /// Unix seconds when the filler parked it.
-    pub parked_at: f64,
-    /// Frozen by the cgroup freezer now: true while parked frozen, false once taken.
-    pub frozen: bool,
-    /// The filler, which is also the ledger's owner.
-    pub filler: Owner,
-    pub fill_s: FillTimes,
-    /// When the take started (Unix seconds): the take took `ready.checked_at` minus this; null while parked.
-    #[serde(default)]
-    pub take_started_at: Option<f64>,
-    /// When the taker claimed it; null while parked.
-    #[serde(default)]
-    pub taken_at: Option<f64>,
-    /// The taker, also written to `owner`; null while parked.
-    #[serde(default)]
-    pub taker: Option<Owner>,
-}
 
-/// What the filler spent on one sibling, seconds.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct FillTimes {
-    pub restore_s: f64,
-    pub reseed_ready_s: f64,
-    pub freeze_s: f64,
-    pub total_s: f64,
-}
 
 impl Section {
     pub fn validate(&self) -> Result<()> {
@@ -61,100 +32,6 @@ impl Section {
         }
         Ok(())
     }
-}
-
-/// The spool of one checkpoint's pool.
-#[derive(Debug, Clone)]
-pub struct Spool {
-    pub checkpoint: String,
-    pub dir: PathBuf,
-}
-
-/// A parked sibling's file in `ready/`.
-#[derive(Debug, Clone)]
-pub struct ParkedFile {
-    pub path: PathBuf,
-    pub parked_ms: u64,
-    pub session: String,
-}
-
-/// `<parked ms>.<session id>.json` → (ms, id).
-fn parse_name(name: &str) -> Option<(u64, String)> {
-    let (ms, rest) = name.split_once('.')?;
-    let id = rest.strip_suffix(".json")?;
-    let ms = ms.parse().ok().filter(|_| ms.bytes().all(|b| b.is_ascii_digit()))?;
-    crate::state::check_session_id(id).ok()?;
-    Some((ms, id.to_string()))
-}
-
-impl Spool {
-    pub fn of(checkpoint: &str) -> Result<Spool> {
-        crate::state::check_checkpoint_id(checkpoint).map_err(Error::bad_input)?;
-        Ok(Spool { checkpoint: checkpoint.to_string(), dir: crate::state::pools_root().join(checkpoint) })
-    }
-    pub fn tmp(&self) -> PathBuf {
-        self.dir.join("tmp")
-    }
-    pub fn ready(&self) -> PathBuf {
-        self.dir.join("ready")
-    }
-    pub fn taken(&self) -> PathBuf {
-        self.dir.join("taken")
-    }
-    pub fn lock_path(&self) -> PathBuf {
-        self.dir.join("fill.lock")
-    }
-
-    fn make(&self) -> Result<()> {
-        crate::state::private_root(&crate::state::state_root())?;
-        for d in [self.tmp(), self.ready(), self.taken()] {
-            std::fs::create_dir_all(&d).ctx("create directory", &d)?;
-        }
-        Ok(())
-    }
-
-    /// The parked siblings' files, oldest first.
-    pub fn parked(&self) -> Vec<ParkedFile> {
-        let mut v: Vec<ParkedFile> = std::fs::read_dir(self.ready())
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                let (parked_ms, session) = parse_name(e.file_name().to_str()?)?;
-                Some(ParkedFile { path: e.path(), parked_ms, session })
-            })
-            .collect();
-        v.sort_by(|a, b| (a.parked_ms, &a.session).cmp(&(b.parked_ms, &b.session)));
-        v
-    }
-
-    fn files_in(dir: &Path) -> Vec<PathBuf> {
-        std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).collect()
-    }
-
-    /// Remove the records in `taken/` whose session is destroyed.
-    fn prune_taken(&self) {
-        for f in Self::files_in(&self.taken()) {
-            let gone = f.file_name().and_then(|n| n.to_str()).and_then(parse_name).is_none_or(|(_, id)| !crate::state::session_dir(&id).is_dir());
-            if gone {
-                let _ = std::fs::remove_file(&f);
-            }
-        }
-    }
-}
-
-/// The file in any pool's `ready/` that holds session `id`'s record; None when no pool holds one (the
-/// sweep's test of a parked session).
-pub fn parked_record(pools: &Path, id: &str) -> Option<PathBuf> {
-    for pool in std::fs::read_dir(pools).into_iter().flatten().flatten() {
-        // Spools are only made under a checkpoint id.
-        let Some(ckpt) = pool.file_name().to_str().filter(|n| crate::state::check_checkpoint_id(n).is_ok()).map(str::to_string) else { continue };
-        let spool = Spool { checkpoint: ckpt, dir: pool.path() };
-        if let Some(f) = spool.parked().into_iter().find(|f| f.session == id && f.path.is_file()) {
-            return Some(f.path);
-        }
-    }
-    None
 }
 
 fn now_ms() -> u64 {
@@ -674,17 +551,4 @@ pub fn spools() -> Vec<Spool> {
         .collect();
     v.sort_by(|a, b| a.checkpoint.cmp(&b.checkpoint));
     v
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parked_file_names_are_read_strictly() {
-        assert_eq!(parse_name("1700000000123.d-0123abcd.json"), Some((1700000000123, "d-0123abcd".into())));
-        for bad in ["x.d-0123abcd.json", ".d-0123abcd.json", "12.d-0123abcd.json.tmp", "12.c-0123abcd.json", "12.d-../x.json", "+1.d-0a.json"] {
-            assert_eq!(parse_name(bad), None, "{bad}");
-        }
-    }
 }

@@ -138,3 +138,18 @@ pub fn session_owner() -> Result<Owner> {
     let start_time = start_time(pid).ok_or_else(|| crate::Error::bad_input(format!("owner process {pid} does not exist")))?;
     Ok(Owner { pid, start_time })
 }
+
+/// Open mode of a descriptor from its fdinfo `flags` (octal), and whether it writes.
+pub fn open_mode(fdinfo: &str) -> (Option<String>, bool) {
+    let Some(flags) = fdinfo.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|v| i64::from_str_radix(v.trim(), 8).ok()) else {
+        return (None, false);
+    };
+    if flags & libc::O_PATH as i64 != 0 {
+        return (Some("path".into()), false);
+    }
+    match flags & libc::O_ACCMODE as i64 {
+        x if x == libc::O_RDONLY as i64 => (Some("r".into()), false),
+        x if x == libc::O_WRONLY as i64 => (Some("w".into()), true),
+        _ => (Some("rw".into()), true),
+    }
+}

@@ -7,28 +7,13 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
-/// The record format version. A record whose `drums` member differs is refused.
-pub const VERSION: u32 = 1;
-
-/// A report's `type` member as a type of its own: one variant, serialized as the record's type name, so
-/// that decoding a record of another type fails instead of reading it as this one.
-/// `record_type!(SweepType = "sweep")` makes `SweepType::Tag`, written and read as `"sweep"`, and
-/// `SweepType::NAME`, the name itself.
-#[macro_export]
-macro_rules! record_type {
-    ($name:ident = $value:literal) => {
-        #[doc = concat!("The `type` member `\"", $value, "\"`.")]
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-        pub enum $name {
-            #[default]
-            #[serde(rename = $value)]
-            Tag,
-        }
-        impl $name {
-            pub const NAME: &'static str = $value;
-        }
-    };
-}
+pub use crate::error::VERSION;
+mod ids;
+pub use ids::{check_checkpoint_id, check_id, check_session_id, now};
+pub mod boundary;
+pub mod cgroup;
+pub mod layers;
+pub mod pool;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Owner {
@@ -59,11 +44,11 @@ pub struct Overlay {
     /// Drums' programs that run inside the session, a read-only layer below `mapped` (null in records
     /// of sessions made on the host's `/` by older tools).
     #[serde(default)]
-    pub runtime: Option<crate::runtime::RuntimeRef>,
+    pub runtime: Option<layers::RuntimeRef>,
     /// The root image: the lowest layer (null in records of sessions made on the host's `/` by older
     /// tools).
     #[serde(default)]
-    pub image: Option<crate::image::ImageRef>,
+    pub image: Option<layers::ImageRef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -207,10 +192,10 @@ pub struct Session {
     pub ready: Option<Ready>,
     /// A warm pool's sibling: parked, or taken (drums-pool(1)).
     #[serde(default)]
-    pub pool: Option<crate::pool::Section>,
+    pub pool: Option<pool::Section>,
     /// The session's own cgroups (drums-cgroup, drums-restore); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cgroup: Option<crate::cgroup::Section>,
+    pub cgroup: Option<cgroup::Section>,
     /// What a restored sibling was restored from (drums-restore); absent: a cold session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<Restore>,
@@ -345,11 +330,11 @@ pub struct Checkpoint {
     pub layers: Vec<PathBuf>,
     /// The runtime layer the source ran with (null in checkpoints of older tools, which are refused).
     #[serde(default)]
-    pub runtime: Option<crate::runtime::RuntimeRef>,
+    pub runtime: Option<layers::RuntimeRef>,
     /// The root image the source ran on (null in checkpoints taken on the host's `/` by older tools,
     /// which are refused).
     #[serde(default)]
-    pub image: Option<crate::image::ImageRef>,
+    pub image: Option<layers::ImageRef>,
     /// Bytes of the CRIU images.
     pub image_bytes: u64,
     /// Bytes of the checkpoint layer.
@@ -378,71 +363,22 @@ pub struct Checkpoint {
     /// What the copy of the source's upper into `layer` left out (set-id bits, device nodes, file
     /// capabilities; drums-ckpt(1)); absent in older records.
     #[serde(default)]
-    pub layer_dropped: Option<crate::overlay::Dropped>,
+    pub layer_dropped: Option<layers::Dropped>,
     /// Read-only private file mappings (relocated data) whose pages drums-ckpt moved out of the images
     /// into files that the images map instead; null when none (`mapped_note` says why; absent in older
     /// records).
     #[serde(default)]
-    pub mapped: Option<crate::mapped::Mapped>,
+    pub mapped: Option<layers::Mapped>,
     #[serde(default)]
     pub mapped_note: Option<String>,
     /// The boundary (capabilities, seccomp, user namespace) of every process of the source at the dump:
     /// what drums-audit holds each restored sibling to (absent in older records: none).
     #[serde(default)]
-    pub boundary: Vec<crate::boundary::ProcessBoundary>,
+    pub boundary: Vec<boundary::ProcessBoundary>,
     /// The CRIU options the dump used.
     pub criu_options: Vec<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
-}
-
-impl Checkpoint {
-    pub fn parse(line: &str) -> Result<Checkpoint> {
-        let c: Checkpoint = from_value(parse_line(line, CHECKPOINT)?)?;
-        crate::state::check_checkpoint_id(&c.id).map_err(|m| Error::bad_field("id", m))?;
-        let expected = crate::state::checkpoint_root().join(&c.id);
-        if c.dir != expected {
-            return Err(Error::bad_field("dir", format!("{} is not {} (where checkpoint {} lives)", c.dir.display(), expected.display(), c.id)));
-        }
-        if c.images != c.dir.join("images") || c.layer != c.dir.join("layer") {
-            return Err(Error::bad_field("images", "images and layer must be the checkpoint directory's images/ and layer/"));
-        }
-        if let Some(bad) = c.write_open.iter().find(|p| p.as_os_str().is_empty() || !p.components().all(|c| matches!(c, std::path::Component::Normal(_)))) {
-            return Err(Error::bad_field("write_open", format!("{} is not a plain relative path inside the layer", bad.display())));
-        }
-        if c.layers.iter().enumerate().any(|(i, l)| *l != c.dir.join("layers").join(i.to_string())) {
-            return Err(Error::bad_field("layers", "layers must be the checkpoint directory's layers/0, layers/1, ..."));
-        }
-        if let Some(i) = &c.image {
-            i.validate("image")?;
-        }
-        if let Some(r) = &c.runtime {
-            r.validate("runtime")?;
-        }
-        for (i, w) in c.wipe.iter().enumerate() {
-            let ok = w.pid > 0 && w.start < w.end && w.end - w.start <= MAX_WIPE_BYTES && !w.comm.contains('\0') && w.comm.len() <= 64;
-            if !ok {
-                return Err(Error::bad_field(format!("wipe[{i}]"), format!("pid {} {:#x}..{:#x} is not a wipe-on-fork range (a process id, start < end, at most {MAX_WIPE_BYTES} bytes)", w.pid, w.start, w.end)));
-            }
-        }
-        let src = &c.source;
-        crate::state::check_session_id(&src.session).map_err(|m| Error::bad_field("source.session", m))?;
-        check_hostname(&src.hostname).map_err(|m| Error::bad_field("source.hostname", m))?;
-        check_session_addr("source.session_addr", &src.session_addr)?;
-        check_mac(&src.session_mac).map_err(|m| Error::bad_field("source.session_mac", m))?;
-        src.desktop.validate("source.desktop", Some(&src.session_addr))?;
-        if let Some(m) = &c.mapped {
-            let expected = crate::mapped::mapped_root().join(&c.id);
-            if m.dir != expected {
-                return Err(Error::bad_field("mapped.dir", format!("{} is not {} (where checkpoint {}'s mapped files live)", m.dir.display(), expected.display(), c.id)));
-            }
-            let files_dir = crate::mapped::layer_of(&m.dir).join(crate::mapped::inside_dir(&c.id).strip_prefix("/").expect("absolute"));
-            if let Some(bad) = m.files.iter().find(|f| f.path.parent() != Some(files_dir.as_path()) || !f.path.file_name().is_some_and(|n| n.to_str().is_some_and(|n| n.ends_with(".bin")))) {
-                return Err(Error::bad_field("mapped.files", format!("{} is not a .bin file directly in {}", bad.path.display(), files_dir.display())));
-            }
-        }
-        Ok(c)
-    }
 }
 
 crate::record_type!(SessionType = "session");
@@ -488,33 +424,6 @@ pub fn from_value<T: DeserializeOwned>(v: Value) -> Result<T> {
     })
 }
 
-/// The `cgroup` section: every path must be this session's own directory, `<a cgroup mount of this
-/// machine>/drums/<id>` in a hierarchy of that key (a v1 controller the mount carries, or v2's
-/// `unified`), and every `proc_paths` entry that cgroup as /proc/PID/cgroup names it (`<the mount's
-/// root>/drums/<id>`): CRIU gets them on its command line (`--cgroup-root`, `--freeze-cgroup`).
-fn validate_cgroup(id: &str, sec: &crate::cgroup::Section) -> Result<()> {
-    use crate::cgroup::{Version, PARENT};
-    let mounts = crate::cgroup::detect::mounts()?;
-    let of_key = |k: &str| -> Vec<&crate::cgroup::detect::Mount> {
-        match sec.version {
-            Version::V1 => mounts.v1.iter().filter(|m| m.controllers.iter().any(|c| c == k)).collect(),
-            Version::V2 if k == "unified" => mounts.v2.iter().collect(),
-            Version::V2 => vec![],
-        }
-    };
-    for (k, p) in &sec.paths {
-        if !of_key(k).iter().any(|m| *p == m.path.join(PARENT).join(id)) {
-            return Err(Error::bad_field(format!("cgroup.paths.{k}"), format!("{} is not session {id}'s own cgroup directory (<a {k} cgroup mount>/{PARENT}/{id})", p.display())));
-        }
-    }
-    for (k, p) in &sec.proc_paths {
-        if !of_key(k).iter().any(|m| *p == format!("{}/{PARENT}/{id}", m.root.trim_end_matches('/'))) {
-            return Err(Error::bad_field(format!("cgroup.proc_paths.{k}"), format!("`{p}` is not session {id}'s cgroup as /proc/PID/cgroup names it (<the mount's root>/{PARENT}/{id})")));
-        }
-    }
-    Ok(())
-}
-
 /// A hostname Drums sets (sethostname(2), the session's /etc/hostname): 1 to 64 of a-z, A-Z, 0-9, `-`
 /// and `.`, starting with a letter or digit.
 pub fn check_hostname(h: &str) -> std::result::Result<(), String> {
@@ -544,14 +453,8 @@ fn check_text(field: &str, s: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
-/// A session's address: the session end of some slot's /30 (docs/record.md, "Addresses").
-fn check_session_addr(field: &str, a: &str) -> Result<()> {
-    let slot = a.parse::<std::net::Ipv4Addr>().ok().and_then(|ip| u32::from(ip).checked_sub(u32::from(std::net::Ipv4Addr::from(crate::net::POOL_BASE)))).map(|off| off / 4);
-    match slot {
-        Some(slot) if slot < crate::net::POOL_SLOTS && crate::net::slot_addrs(slot).1.to_string() == a => Ok(()),
-        _ => Err(Error::bad_field(field, format!("`{a}` is not a session address of the pool"))),
-    }
-}
+/// The port of a session's guest server (drums-guest), in `desktop.guest_url`.
+pub const GUEST_PORT: u16 = 5000;
 
 /// The widest X screen and the highest display number a record may name.
 const MAX_SCREEN: u32 = 32768;
@@ -561,49 +464,6 @@ const MAX_URL_BYTES: usize = 128 * 1024 - 16;
 const MAX_TITLE_BYTES: usize = 4096;
 /// A wipe-on-fork range is a page or a few (BoringSSL's): one larger than this is no real range.
 pub const MAX_WIPE_BYTES: u64 = 1 << 30;
-
-impl Namespaces {
-    pub fn validate(&self, field: &str) -> Result<()> {
-        if self.init_pid <= 0 {
-            return Err(Error::bad_field(format!("{field}.init_pid"), format!("{} is not a process id", self.init_pid)));
-        }
-        check_hostname(&self.hostname).map_err(|m| Error::bad_field(format!("{field}.hostname"), m))?;
-        // Tools find the session's processes by its PID namespace (drums-reseed signals them and writes
-        // into their memory): a session has one of its own, never the tool's. While its init lives, every
-        // inode is its init's.
-        let i = &self.inodes;
-        if crate::proc::ns_inode(std::process::id() as i32, "pid").is_ok_and(|own| own == i.pid) {
-            return Err(Error::bad_field(format!("{field}.inodes.pid"), format!("{} is this tool's own PID namespace, not a session's", i.pid)));
-        }
-        let init_alive = crate::proc::alive(self.init_pid, self.init_start_time);
-        for (kind, ino) in [("pid", i.pid), ("mnt", i.mnt), ("net", i.net), ("ipc", i.ipc), ("uts", i.uts)] {
-            // Unreadable (a zombie init has no namespaces any more): nothing to compare.
-            if init_alive && crate::proc::ns_inode(self.init_pid, kind).is_ok_and(|theirs| theirs != ino) {
-                return Err(Error::bad_field(format!("{field}.inodes.{kind}"), format!("{ino} is not the {kind} namespace of the session's init {}", self.init_pid)));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Net {
-    /// Every member follows from the slot (net::net_record); only the MAC is the session's own.
-    pub fn validate(&self, field: &str) -> Result<()> {
-        if self.slot >= crate::net::POOL_SLOTS {
-            return Err(Error::bad_field(format!("{field}.slot"), format!("{} is not below {}", self.slot, crate::net::POOL_SLOTS)));
-        }
-        let want = crate::net::net_record(self.slot, &self.session_mac);
-        for (name, got, want) in [("host_if", &self.host_if, &want.host_if), ("session_if", &self.session_if, &want.session_if), ("host_addr", &self.host_addr, &want.host_addr), ("session_addr", &self.session_addr, &want.session_addr)] {
-            if got != want {
-                return Err(Error::bad_field(format!("{field}.{name}"), format!("`{got}` is not `{want}` (what slot {} has)", self.slot)));
-            }
-        }
-        if self.prefix_len != want.prefix_len {
-            return Err(Error::bad_field(format!("{field}.prefix_len"), format!("{} is not {}", self.prefix_len, want.prefix_len)));
-        }
-        check_mac(&self.session_mac).map_err(|m| Error::bad_field(format!("{field}.session_mac"), m))
-    }
-}
 
 impl Desktop {
     /// `session_addr`: the address the guest must be reached at, when the record says.
@@ -624,14 +484,14 @@ impl Desktop {
             return Err(bad("devtools_port", "0 is not a port".into()));
         }
         if let Some(g) = &self.guest_url {
-            let addr = g.strip_prefix("http://").and_then(|r| r.strip_suffix(&format!(":{}", crate::desktop::GUEST_PORT)));
+            let addr = g.strip_prefix("http://").and_then(|r| r.strip_suffix(&format!(":{}", GUEST_PORT)));
             let ok = match (addr, session_addr) {
                 (Some(a), Some(want)) => a == want,
                 (Some(a), None) => a.parse::<std::net::Ipv4Addr>().is_ok(),
                 (None, _) => false,
             };
             if !ok {
-                return Err(bad("guest_url", format!("`{g}` is not http://<the session's address>:{}", crate::desktop::GUEST_PORT)));
+                return Err(bad("guest_url", format!("`{g}` is not http://<the session's address>:{}", GUEST_PORT)));
             }
         }
         for (i, p) in self.processes.iter().enumerate() {
@@ -656,7 +516,7 @@ impl Session {
             kind: SessionType::Tag,
             id,
             state_dir,
-            created_at: crate::state::now(),
+            created_at: now(),
             owner,
             ttl_s,
             overlay: None,
@@ -670,81 +530,6 @@ impl Session {
             reseed: None,
             extra: Default::default(),
         }
-    }
-
-    pub fn parse(line: &str) -> Result<Session> {
-        let s: Session = from_value(parse_line(line, SESSION)?)?;
-        s.validate()?;
-        Ok(s)
-    }
-
-    /// Refuse records whose names could point a tool at something that is not this session's.
-    pub fn validate(&self) -> Result<()> {
-        crate::state::check_session_id(&self.id).map_err(|m| Error::bad_field("id", m))?;
-        let expected = crate::state::session_dir(&self.id);
-        if self.state_dir != expected {
-            return Err(Error::bad_field(
-                "state_dir",
-                format!("{} is not {} (the state directory of session {})", self.state_dir.display(), expected.display(), self.id),
-            ));
-        }
-        if let Some(ov) = &self.overlay {
-            // Where drums-overlay mounts a session's root, always: any other path would point a tool's
-            // mount, copy or removal at something that is not this session's.
-            let rw = self.state_dir.join("rw");
-            for (field, got, want) in [("overlay.merged", &ov.merged, self.state_dir.join("root")), ("overlay.tmpfs", &ov.tmpfs, rw.clone()), ("overlay.upper", &ov.upper, rw.join("upper")), ("overlay.work", &ov.work, rw.join("work"))] {
-                if *got != want {
-                    return Err(Error::bad_field(field, format!("{} is not {} (where drums-overlay mounts session {}'s root)", got.display(), want.display(), self.id)));
-                }
-            }
-            if let Some(i) = &ov.image {
-                i.validate("overlay.image")?;
-            }
-            if let Some(r) = &ov.runtime {
-                r.validate("overlay.runtime")?;
-            }
-            if let Some(m) = &ov.mapped {
-                let id = m.parent().filter(|d| d.parent() == Some(crate::mapped::mapped_root().as_path())).and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned());
-                if m.file_name().is_none_or(|n| n != "layer") || id.is_none_or(|id| crate::state::check_checkpoint_id(&id).is_err()) {
-                    return Err(Error::bad_field("overlay.mapped", format!("{} is not the layer of a checkpoint's mapped files under {}", m.display(), crate::mapped::mapped_root().display())));
-                }
-            }
-            for (i, l) in ov.layers.iter().enumerate() {
-                crate::overlay::check_layer_path(l).map_err(|m| Error::bad_field(format!("overlay.layers[{i}]"), m))?;
-            }
-        }
-        if self.owner.pid <= 0 {
-            return Err(Error::bad_field("owner.pid", format!("{} is not a process id", self.owner.pid)));
-        }
-        if let Some(ns) = &self.ns {
-            ns.validate("ns")?;
-        }
-        if let Some(net) = &self.net {
-            net.validate("net")?;
-        }
-        if let Some(d) = &self.desktop {
-            d.validate("desktop", self.net.as_ref().map(|n| n.session_addr.as_str()))?;
-        }
-        self.validate_sections()
-    }
-
-    /// The sections whose paths and ids reach the tools: `cgroup` (mkdir, rmdir, writes and CRIU's command
-    /// line), `restore` (drums-reseed loads the checkpoint it names), `pool` (drums-pool's spool).
-    fn validate_sections(&self) -> Result<()> {
-        if let Some(cg) = &self.cgroup {
-            validate_cgroup(&self.id, cg)?;
-        }
-        if let Some(r) = &self.restore {
-            crate::state::check_checkpoint_id(&r.checkpoint).map_err(|m| Error::bad_field("restore.checkpoint", m))?;
-            let want = crate::state::checkpoint_root().join(&r.checkpoint);
-            if let Some(d) = r.checkpoint_dir.as_ref().filter(|d| **d != want) {
-                return Err(Error::bad_field("restore.checkpoint_dir", format!("{} is not {} (where checkpoint {} lives)", d.display(), want.display(), r.checkpoint)));
-            }
-        }
-        if let Some(p) = &self.pool {
-            p.validate()?;
-        }
-        Ok(())
     }
 
     /// A section written by a stage this library does not type, or null.

@@ -41,7 +41,7 @@ pub fn reseed(s: &mut Session, o: &ReseedOptions) -> Result<()> {
     let ns = s.ns()?.clone();
     // The checkpoint's record first: like the session's, it is checked before anything is done.
     let checkpoint = match &s.restore {
-        Some(r) => Some(crate::ckpt::load(&r.checkpoint)?),
+        Some(r) => Some(crate::session_io::load_checkpoint(&r.checkpoint)?),
         None => None,
     };
     if !crate::proc::alive(ns.init_pid, ns.init_start_time) {

@@ -136,7 +136,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     // as the sibling's init as soon as it shows, so that a restore killed midway (CRIU dies with this
     // tool, leaving its half-restored tasks waiting forever) is destroyed with everything it made
     // (killing the init ends the whole namespace); until then destroy finds CRIU's tasks by their command
-    // line (kill_stray_restore_tasks).
+    // line (criu::kill_stray_restores).
     let mut ledger_err = None;
     let status = crate::criu::run_watching(&mut cmd, |criu| match restored_root_task(criu) {
         Some((pid, start_time)) => {
@@ -159,7 +159,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
             ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })?;
         }
     }
-    let log_tail = || crate::ckpt::criu_log_tail(&s.state_dir.join(&call.log));
+    let log_tail = || crate::criu::log_tail(&s.state_dir.join(&call.log));
     match status {
         Ok(st) if st.success() => {}
         Ok(_) => return Err(Error::failed(format!("criu restore failed: {}", log_tail()))),
@@ -173,7 +173,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let inodes = crate::ns::inodes(init_pid)?;
     let mut desktop = c.source.desktop.clone();
     if desktop.guest_url.is_some() {
-        desktop.guest_url = Some(format!("http://{}:{}", s.net()?.session_addr, crate::desktop::GUEST_PORT));
+        desktop.guest_url = Some(format!("http://{}:{}", s.net()?.session_addr, crate::record::GUEST_PORT));
     }
     let host_pids = crate::proc::host_pids_by_ns_pid(inodes.pid);
     for p in &mut desktop.processes {
@@ -239,31 +239,3 @@ pub fn check_checkpoint(c: &Checkpoint) -> Result<()> {
     Ok(())
 }
 
-/// Tasks of a CRIU restore into `state_dir` that outlived it: CRIU killed before its root task (PID 1 of a
-/// new PID namespace) was ledgered leaves that task waiting forever. They still carry
-/// CRIU's command line, with `-W <state_dir>`: SIGKILL them (killing the root task ends its namespace).
-/// Returns (pid, start time) of each task killed.
-pub fn kill_stray_restore_tasks(state_dir: &std::path::Path) -> Vec<(i32, u64)> {
-    let want = state_dir.as_os_str().as_encoded_bytes();
-    let mut killed = vec![];
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
-        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
-        let is_restore = args.iter().any(|a| *a == b"restore") && args.iter().any(|a| a.ends_with(b"criu"));
-        let ours = args.windows(2).any(|w| w[0] == b"-W" && w[1] == want);
-        if is_restore && ours {
-            if let Some(start) = crate::proc::start_time(pid) {
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                killed.push((pid, start));
-            }
-        }
-    }
-    for _ in 0..100 {
-        if killed.iter().all(|&(p, s)| !crate::proc::alive(p, s)) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    killed
-}

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+pub use crate::record::layers::RuntimeRef;
 
 /// Where sessions see the runtime layer's programs.
 pub const INSIDE_DIR: &str = "/usr/lib/drums";
@@ -28,16 +29,6 @@ pub fn inside(program: &str) -> PathBuf {
     Path::new(INSIDE_DIR).join(program)
 }
 
-/// What session and checkpoint records say of their runtime layer.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RuntimeRef {
-    /// `<runtime root>/<stamp>`.
-    pub dir: PathBuf,
-    /// The overlay layer: `<dir>/layer`.
-    pub layer: PathBuf,
-    /// `sha256:<hex>` over the programs (name, then bytes, in PROGRAMS order).
-    pub digest: String,
-}
 
 #[derive(Serialize, Deserialize)]
 struct RuntimeRecord {

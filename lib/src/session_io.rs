@@ -1,9 +1,12 @@
-//! Writing a session record: to stdout, and a copy into its state directory so `--session ID` works.
+//! Records on disk: a session's latest record in its state directory (written with every record a tool
+//! prints, so that `--session ID` works), and a checkpoint's record in its directory.
 
 use crate::error::{IoContext, Result};
-use crate::record::Session;
+use crate::record::{Checkpoint, Session};
 
 pub const RECORD_FILE: &str = "record.json";
+/// A checkpoint's record, in its directory.
+pub const CHECKPOINT_FILE: &str = "checkpoint.json";
 
 /// Save the record beside the ledger (atomically), then print it.
 pub fn emit_session(s: &Session) -> Result<()> {
@@ -40,4 +43,12 @@ pub fn find(id: &str) -> Result<Option<Session>> {
 
 fn record_path(id: &str) -> std::path::PathBuf {
     crate::state::session_dir(id).join(RECORD_FILE)
+}
+
+/// Read a checkpoint record from its directory, by id.
+pub fn load_checkpoint(id: &str) -> Result<Checkpoint> {
+    crate::state::check_checkpoint_id(id).map_err(|m| crate::Error::bad_field("id", m))?;
+    let path = crate::state::checkpoint_root().join(id).join(CHECKPOINT_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| crate::Error::bad_input(format!("{}: {e} (no such checkpoint?)", path.display())))?;
+    Checkpoint::parse(text.trim())
 }

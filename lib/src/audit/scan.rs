@@ -184,20 +184,6 @@ fn mm(dev: u64) -> String {
     format!("{a}:{b}")
 }
 
-/// Open mode of a descriptor from its fdinfo `flags` (octal), and whether it writes.
-pub(crate) fn open_mode(fdinfo: &str) -> (Option<String>, bool) {
-    let Some(flags) = fdinfo.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|v| i64::from_str_radix(v.trim(), 8).ok()) else {
-        return (None, false);
-    };
-    if flags & libc::O_PATH as i64 != 0 {
-        return (Some("path".into()), false);
-    }
-    match flags & libc::O_ACCMODE as i64 {
-        x if x == libc::O_RDONLY as i64 => (Some("r".into()), false),
-        x if x == libc::O_WRONLY as i64 => (Some("w".into()), true),
-        _ => (Some("rw".into()), true),
-    }
-}
 
 /// One `lock:` line of fdinfo or a /proc/locks line, from its type onwards:
 /// `POSIX  ADVISORY  WRITE 27652 00:30:150 0 EOF` -> (object id, description).
@@ -447,7 +433,7 @@ fn scan_process(sc: &mut SessionScan, d: &ProcDir, anon_inode: Option<(u64, u64)
                 }
             };
             sc.info.descriptors += 1;
-            let (mode, writes) = open_mode(&info);
+            let (mode, writes) = crate::proc::open_mode(&info);
             let via = format!("{via_prefix}fd {fd}");
             for l in info.lines().filter_map(|l| l.strip_prefix("lock:")) {
                 if let Some((id, desc)) = parse_lock(l) {
@@ -582,9 +568,9 @@ mod tests {
 
     #[test]
     fn open_modes() {
-        assert_eq!(open_mode("pos:\t0\nflags:\t0100002\n"), (Some("rw".into()), true));
-        assert_eq!(open_mode("pos:\t0\nflags:\t02100000\n"), (Some("r".into()), false));
-        assert_eq!(open_mode("flags:\t01\n"), (Some("w".into()), true));
-        assert_eq!(open_mode("flags:\t012000000\n"), (Some("path".into()), false));
+        assert_eq!(crate::proc::open_mode("pos:\t0\nflags:\t0100002\n"), (Some("rw".into()), true));
+        assert_eq!(crate::proc::open_mode("pos:\t0\nflags:\t02100000\n"), (Some("r".into()), false));
+        assert_eq!(crate::proc::open_mode("flags:\t01\n"), (Some("w".into()), true));
+        assert_eq!(crate::proc::open_mode("flags:\t012000000\n"), (Some("path".into()), false));
     }
 }

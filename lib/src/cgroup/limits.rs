@@ -1,7 +1,7 @@
 //! The limits a session's cgroups are made with, in the kernel's units, and their defaults.
 
 use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
+pub use crate::record::cgroup::Limits;
 
 /// The limits every session gets unless told otherwise (drums-cgroup create without options, cold.sh,
 /// drums-restore, the pool). The one place these numbers live: the tools and pipelines take them from here.
@@ -15,14 +15,6 @@ pub const DEFAULT_MEMORY_BYTES: u64 = 4 << 30;
 pub const DEFAULT_MEMORY: &str = "4G";
 pub const DEFAULT_PIDS: u64 = 4096;
 
-/// The limits asked for, in the kernel's own units.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Limits {
-    pub cpu_quota_us: u64,
-    pub cpu_period_us: u64,
-    pub memory_bytes: u64,
-    pub pids_max: u64,
-}
 
 impl Limits {
     /// The CFS period both versions default to.

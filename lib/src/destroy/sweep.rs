@@ -288,7 +288,7 @@ fn judge(dir: &Path, now: f64, opts: &SweepOptions, pools: &Path) -> (bool, Stri
         // spool or file was removed by hand, or lost) can never be taken and would live for ever. The ledger
         // is read again after the look: a claim made between the first read and the look (`taken`, the
         // record moved to taken/) must not pass for a lost record.
-        Some(("parked", _, _)) if crate::pool::parked_record(pools, &id).is_none() && still_parked(&ledger) => {
+        Some(("parked", _, _)) if crate::spool::parked_record(pools, &id).is_none() && still_parked(&ledger) => {
             return (true, format!("parked, but no pool's ready/ holds its record ({}/*/ready/*.{id}.json): nobody can take it", pools.display()));
         }
         Some(("parked", _, _)) => {}

@@ -225,24 +225,16 @@ unsafe fn send_fd(sock: i32, fd: i32) -> bool {
 
 /// Receive one descriptor sent with `send_fd`; None when the sender went away without sending.
 fn recv_fd(sock: &OwnedFd) -> Option<OwnedFd> {
-    unsafe {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        let mut control = [0u64; 4];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control);
-        if libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) != 1 {
-            return None;
-        }
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null() || (*cmsg).cmsg_level != libc::SOL_SOCKET || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
-            return None;
-        }
-        Some(OwnedFd::from_raw_fd(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>())))
-    }
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!(std::os::fd::RawFd);
+    let msg = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC).ok()?;
+    let fd = msg.cmsgs().ok()?.find_map(|c| match c {
+        ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+        _ => None,
+    })?;
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Run `argv` inside the session: join its cgroups, then its IPC, UTS, network, PID and mount

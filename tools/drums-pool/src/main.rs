@@ -15,7 +15,7 @@ fn main() {
                 Some(spec) => Some(drums::cgroup::Limits::parse_spec(spec)?),
                 None => Some(drums::cgroup::Limits::default()),
             };
-            let ckpts = if checkpoints.is_empty() { checkpoints_on_input(input.as_deref())? } else { checkpoints.iter().map(|id| drums::ckpt::load(id)).collect::<Result<Vec<_>>>()? };
+            let ckpts = if checkpoints.is_empty() { checkpoints_on_input(input.as_deref())? } else { checkpoints.iter().map(|id| drums::session_io::load_checkpoint(id)).collect::<Result<Vec<_>>>()? };
             cli::require_root()?;
             for c in &ckpts {
                 drums::restore::check_checkpoint(c)?;

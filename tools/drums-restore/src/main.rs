@@ -5,7 +5,7 @@ use drums_restore::cli::Args;
 fn main() {
     cli::run("drums-restore", |a: Args| {
         let c = match &a.checkpoint {
-            Some(id) => drums::ckpt::load(id)?,
+            Some(id) => drums::session_io::load_checkpoint(id)?,
             None => {
                 let lines = cli::read_lines(a.input.as_deref())?;
                 match lines.as_slice() {
