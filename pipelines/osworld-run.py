@@ -2,15 +2,19 @@
 """Run OSWorld task files through OSWorld's own DesktopEnv with the Drums provider (docs/osworld.md).
 
   pipelines/osworld-run.py --checkpoint ckpt.json [--agent none|scripted --actions FILE] [TASK ...]
-  pipelines/osworld-run.py --list [TASK ...]
+  pipelines/osworld-run.py --list [--image-root DIR] [TASK ...]
 
 TASK: task files or directories of them (default: the shared OSWorld tasks, ../shared/osworld/examples).
 Each task is first classified: it runs here when its setup and evaluation need no internet and the
 applications of its domain are in the checkpoint's root image; otherwise it is skipped with the reason.
 
 One JSON line per task on stdout:
-  {"type": "osworld_task", "id", "domain", "runnable", "skip_reason",
+  {"type": "osworld_task", "id", "domain", "runnable", "skip_reason", "programs", "missing_programs",
    "setup_ok", "reset_s", "take_s", "take_source", "setup_s", "eval_s", "score", "error", "session"}
+programs: what the task's setup, post-config and evaluation getters start in the session (the first word of
+each command, read as a shell reads it); missing_programs: those the root image has in none of PROGRAM_DIRS
+(null: no image to look in). A missing program does not skip the task: it runs, and its setup or evaluation
+shows what the program's absence does.
 reset_s is DesktopEnv.reset (take_s of it the provider's take of a fresh sibling, null when the reset
 reused a clean one; setup_s the task's setup, SetupController.setup, all tries); eval_s is evaluate();
 score the metric's value (null when evaluation raised: error says what). setup_ok is what
@@ -29,6 +33,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -50,6 +55,94 @@ DOMAIN_PROGRAMS = {
     "multi_apps": ["soffice", "gimp", "vlc", "thunderbird"],
 }
 URL = re.compile(r"https?://")
+# Where a program a task runs is looked up in the root image (the session's PATH, drums-desktop(1)).
+PROGRAM_DIRS = ["usr/local/bin", "usr/bin", "bin", "usr/sbin", "sbin"]
+# Words of a shell command line that are no program of the image: bash's keywords, after which a command
+# starts, and its builtins, whose arguments are no commands.
+SHELL_KEYWORDS = {"!", "{", "}", "do", "done", "elif", "else", "fi", "if", "then", "time", "until", "while"}
+SHELL_BUILTINS = {"[", "[[", ".", ":", "case", "cd", "echo", "eval", "exit", "export", "false", "for", "function", "local",
+                  "printf", "read", "return", "set", "source", "test", "true", "unset"}
+# Programs that run the rest of their arguments as another command.
+WRAPPERS = {"sudo": {"-u", "-g", "-p"}, "timeout": set(), "env": set(), "nohup": set(), "xargs": set()}
+COMMAND_STEPS = {"execute", "command", "launch"}
+COMMAND_GETTERS = {"vm_command_line", "vm_command_error"}
+
+
+def shell_programs(script):
+    """The programs a shell script starts, in order: the first word of each simple command (after variable
+    assignments), also inside $(...) and after a wrapper such as sudo or timeout, without builtins."""
+    text = script.replace("$(", " ; ").replace("`", " ; ").replace(")", " ; ").replace("\n", " ; ").replace("\r", " ")
+    lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
+    lex.whitespace_split = True
+    out, at_start, skip_wrapper_arg = [], True, None
+    try:
+        tokens = list(lex)
+    except ValueError:  # an unbalanced quote: read what splits
+        tokens = text.split()
+    for tok in tokens:
+        if tok and set(tok) <= set(";&|()<>"):
+            at_start = not tok.startswith(">") and not tok.startswith("<")
+            continue
+        if not at_start:
+            continue
+        if skip_wrapper_arg is not None:
+            if tok.startswith("-"):
+                if tok in skip_wrapper_arg:
+                    skip_wrapper_arg = {"<value>"}
+                continue
+            if skip_wrapper_arg == {"<value>"}:
+                skip_wrapper_arg = set()
+                continue
+            if tok.replace(".", "").isdigit() or re.fullmatch(r"[0-9.]+[smhd]", tok):  # timeout's duration
+                continue
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tok) or tok in SHELL_KEYWORDS:
+            continue
+        if tok in SHELL_BUILTINS:
+            at_start, skip_wrapper_arg = False, None
+            continue
+        prog = os.path.basename(tok)
+        out.append(prog)
+        if prog in WRAPPERS:
+            skip_wrapper_arg = WRAPPERS[prog]
+        else:
+            at_start, skip_wrapper_arg = False, None
+    return out
+
+
+def command_programs(command):
+    """The programs an OSWorld command runs: a list is an argv (a shell's -c script is read as a script),
+    a string is a shell command line (OSWorld's server runs those with shell=True)."""
+    if isinstance(command, str):
+        return shell_programs(command)
+    if not isinstance(command, list) or not command or not isinstance(command[0], str):
+        return []
+    head = os.path.basename(command[0])
+    if head in ("bash", "sh") and "-c" in command[1:-1]:
+        return [head] + shell_programs(command[command.index("-c") + 1])
+    return shell_programs(" ".join(shlex.quote(str(c)) for c in command))
+
+
+def programs_run_by(task):
+    """Every program a task's setup, post-config and evaluation getters start in the session."""
+    steps = list(task.get("config", [])) + list(task.get("evaluator", {}).get("postconfig", []))
+    out = []
+    for step in steps:
+        if step.get("type") in COMMAND_STEPS:
+            out += command_programs(step.get("parameters", {}).get("command"))
+    ev = task.get("evaluator", {})
+    for key in ("result", "expected"):
+        getters = ev.get(key)
+        for g in getters if isinstance(getters, list) else [getters]:
+            if isinstance(g, dict) and g.get("type") in COMMAND_GETTERS:
+                out += command_programs(g.get("command"))
+    return list(dict.fromkeys(out))
+
+
+def missing_programs(task, image_root):
+    """The programs of programs_run_by(task) that the image has in none of PROGRAM_DIRS; None: no image."""
+    if not image_root:
+        return None
+    return [p for p in programs_run_by(task) if not any((Path(image_root) / d / p).exists() for d in PROGRAM_DIRS)]
 
 
 def task_files(args):
@@ -87,6 +180,8 @@ def main():
     ap.add_argument("--agent", choices=["none", "scripted"], default="none")
     ap.add_argument("--actions", help="scripted agent: JSON object task id -> list of pyautogui actions")
     ap.add_argument("--list", action="store_true", help="classify only: which tasks run here, and why not")
+    ap.add_argument("--image-root", help="with --list: the root image to classify against (default: the checkpoint's, "
+                    "else the default image's, $DRUMS_IMAGE_DIR/desktop/root)")
     ap.add_argument("--cache", default="/tmp/drums-osworld-cache")
     a = ap.parse_args()
     # The records alone on stdout: OSWorld's getters and metrics print as they go (and so do the programs
@@ -98,10 +193,16 @@ def main():
     if not a.list and not a.checkpoint:
         ap.error("give --checkpoint (or --list)")
     image_root = None
-    if a.checkpoint and os.path.exists(a.checkpoint):
+    if a.image_root:
+        if not a.list:
+            ap.error("--image-root goes with --list (a run uses its checkpoint's image)")
+        if not Path(a.image_root, "usr/bin").is_dir():
+            ap.error(f"--image-root {a.image_root}: no usr/bin there, not a root image")
+        image_root = a.image_root
+    elif a.checkpoint and os.path.exists(a.checkpoint):
         image_root = json.loads(Path(a.checkpoint).read_text())["image"]["root"]
     elif a.list:
-        image_root = "/var/lib/drums/images/desktop/root"
+        image_root = os.path.join(os.environ.get("DRUMS_IMAGE_DIR", "/var/lib/drums/images"), "desktop", "root")
     actions = json.loads(Path(a.actions).read_text()) if a.actions else {}
 
     tasks = []
@@ -109,6 +210,7 @@ def main():
         t = json.loads(f.read_text())
         domain = f.parent.name
         tasks.append((t, domain, classify(t, domain, image_root)))
+    missing = {t["id"]: missing_programs(t, image_root) for t, _, _ in tasks}
     summary = {}
 
     def emit(rec):
@@ -148,6 +250,7 @@ def main():
     try:
         for t, domain, reason in tasks:
             rec = {"type": "osworld_task", "id": t["id"], "domain": domain, "runnable": reason is None, "skip_reason": reason,
+                   "programs": programs_run_by(t), "missing_programs": missing[t["id"]],
                    "setup_ok": None, "reset_s": None, "take_s": None, "take_source": None, "setup_s": None, "eval_s": None,
                    "score": None, "error": None, "session": None}
             if reason is not None or a.list:
