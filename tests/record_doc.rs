@@ -705,9 +705,10 @@ struct Checked<'a> {
     cfg: &'a Config,
     doc: &'a Doc,
     trees: BTreeMap<&'static str, Tree>,
-    /// A type's own members (relative paths), for rows that refer to a member of that type.
-    own: BTreeMap<String, Tree>,
-    src: &'a Sources,
+    /// What the tables document: record -> member path -> rows.
+    documented: BTreeMap<&'static str, BTreeMap<String, Vec<usize>>>,
+    /// What sections' texts document: record -> member paths.
+    prose: BTreeMap<&'static str, BTreeSet<String>>,
 }
 
 impl Checked<'_> {
@@ -737,18 +738,6 @@ impl Checked<'_> {
                     .and_then(found)
             })
         })
-    }
-
-    fn own_tree(&mut self, ty: &str) -> &Tree {
-        if !self.own.contains_key(ty) {
-            let (file, name) = ty.rsplit_once("::").expect("file::Name");
-            let (file, item) = self.src.find(name, None, file).map(|(f, i)| (f.to_string(), i)).expect("a type found before");
-            let mut w = Walker { src: self.src, figures: BTreeMap::new(), standalone: true, problems: vec![] };
-            let mut t = Tree::new();
-            w.expand(&file, item, "", &mut t, 0);
-            self.own.insert(ty.to_string(), t);
-        }
-        &self.own[ty]
     }
 }
 
@@ -797,10 +786,10 @@ fn check(doc_text: &str, sources: &[(String, String)], cfg: &Config) -> Vec<Stri
         }
     }
 
-    let mut c = Checked { cfg, doc: &doc, trees, own: BTreeMap::new(), src: &src };
+    let mut c = Checked { cfg, doc: &doc, trees, documented: BTreeMap::new(), prose: BTreeMap::new() };
 
     // What the doc documents: record -> path -> rows.
-    let mut documented: BTreeMap<&str, BTreeMap<String, Vec<usize>>> = BTreeMap::new();
+    let mut documented: BTreeMap<&'static str, BTreeMap<String, Vec<usize>>> = BTreeMap::new();
     for (ri, row) in doc.rows.iter().enumerate() {
         let Some(table) = c.table_of(row) else { continue };
         let where_ = format!("docs/record.md:{} (\"{}\")", row.line, doc.headings[row.section]);
@@ -853,7 +842,7 @@ fn check(doc_text: &str, sources: &[(String, String)], cfg: &Config) -> Vec<Stri
         }
     }
     // Members a section's text names outside its tables.
-    let mut prose_documented: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    let mut prose_documented: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
     for t in cfg.tables {
         for name in t.prose {
             let said = doc.headings.iter().zip(&doc.prose).any(|(h, text)| h.starts_with(t.heading) && text.contains(&format!("`{name}`")));
@@ -866,6 +855,11 @@ fn check(doc_text: &str, sources: &[(String, String)], cfg: &Config) -> Vec<Stri
         }
     }
 
+    for r in cfg.records {
+        if !documented.contains_key(r.key) {
+            problems.push(format!("RECORDS: {} ({}) is documented by no table (TABLES)", r.key, r.ty));
+        }
+    }
     // Documented, not in the types.
     for (rec, paths) in &documented {
         let tree = &c.trees[rec];
@@ -887,18 +881,14 @@ fn check(doc_text: &str, sources: &[(String, String)], cfg: &Config) -> Vec<Stri
     }
 
     // In the types, not documented.
+    c.documented = documented;
+    c.prose = prose_documented;
     let empty = BTreeMap::new();
     for r in cfg.records {
-        let Some(tree) = c.trees.get(r.key).cloned() else { continue };
-        let docd = documented.get(r.key).unwrap_or(&empty);
-        for (p, member) in &tree {
-            if p.is_empty() || p == "drums" || p == "type" || prose_documented.get(r.key).is_some_and(|s| s.contains(p)) {
-                continue;
-            }
-            if docd.contains_key(p) || docd.range(format!("{p}.")..).next().is_some_and(|(k, _)| k.starts_with(&format!("{p}."))) {
-                continue;
-            }
-            if covered(&mut c, r.key, &tree, docd, p) {
+        let Some(tree) = c.trees.get(r.key) else { continue };
+        let docd = c.documented.get(r.key).unwrap_or(&empty);
+        for (p, member) in tree {
+            if c.is_documented(r.key, p, 0) {
                 continue;
             }
             // The section: the one documenting the member nearest to it.
@@ -923,50 +913,58 @@ fn check(doc_text: &str, sources: &[(String, String)], cfg: &Config) -> Vec<Stri
     problems
 }
 
-/// Whether a row above `p` documents it: by naming it (its parent's row), or by naming a documented
-/// member whose type holds it.
-fn covered(c: &mut Checked, rec: &str, tree: &Tree, docd: &BTreeMap<String, Vec<usize>>, p: &str) -> bool {
-    let segs: Vec<&str> = p.split('.').collect();
-    for n in (1..segs.len()).rev() {
-        let a = segs[..n].join(".");
-        let Some(rows) = docd.get(&a) else { continue };
-        for &ri in rows {
-            let row = &c.doc.rows[ri];
-            let text = row.cells[1..].join(" | ");
-            let quoted = spans(&text);
-            // Named in its parent's row.
-            if n + 1 == segs.len() && quoted.iter().any(|q| q.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_')).any(|w| w == segs[n])) {
-                return true;
-            }
-            // A named member of a type that holds it, at it or at an object between the row and it.
-            let Some(table) = c.table_of(row) else { continue };
-            let mut refs: Vec<String> = vec![];
-            for q in &quoted {
-                for rp in norm(q).unwrap_or_default() {
-                    let Some((rrec, rpath, member)) = c.resolve(table, &row.group, &rp) else { continue };
-                    // A row naming the member itself, or one above it, says nothing of what it holds.
-                    if rrec == rec && (rpath == p || p.starts_with(&format!("{rpath}."))) {
-                        continue;
-                    }
-                    if let Member { shape: Shape::Object { ty, flat }, .. } = member {
-                        refs.push(ty.clone());
-                        refs.extend(flat.iter().cloned());
-                    }
+impl Checked<'_> {
+    /// Whether member `p` of record `rec` is documented: by a row of its own or of a member below it, by
+    /// the section's text, or by a row above it (`covered`).
+    fn is_documented(&self, rec: &str, p: &str, depth: usize) -> bool {
+        let Some(docd) = self.documented.get(rec) else { return false };
+        if p.is_empty() || (!p.contains('.') && (p == "drums" || p == "type")) || self.prose.get(rec).is_some_and(|s| s.contains(p)) {
+            return true;
+        }
+        let below = format!("{p}.");
+        docd.contains_key(p) || docd.range(below.clone()..).next().is_some_and(|(k, _)| k.starts_with(&below)) || (depth < 8 && self.covered(rec, p, depth))
+    }
+
+    /// Whether a row above `p` documents it: by naming it (its parent's row), or by naming another
+    /// documented member of a type that holds it, where it is documented too ("as in `overlay.runtime`").
+    fn covered(&self, rec: &str, p: &str, depth: usize) -> bool {
+        let (Some(docd), Some(tree)) = (self.documented.get(rec), self.trees.get(rec)) else { return false };
+        let segs: Vec<&str> = p.split('.').collect();
+        for n in (1..segs.len()).rev() {
+            let a = segs[..n].join(".");
+            let Some(rows) = docd.get(&a) else { continue };
+            for &ri in rows {
+                let row = &self.doc.rows[ri];
+                let text = row.cells[1..].join(" | ");
+                let quoted = spans(&text);
+                // Named in its parent's row.
+                if n + 1 == segs.len() && quoted.iter().any(|q| q.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_')).any(|w| w == segs[n])) {
+                    return true;
                 }
-            }
-            for e in n..=segs.len() {
-                let at = segs[..e].join(".");
-                let Some(Member { shape: Shape::Object { ty, flat }, .. }) = tree.get(&at) else { continue };
-                let rel = segs[e..].join(".");
-                for t in std::iter::once(ty).chain(flat.iter()) {
-                    if refs.contains(t) && (rel.is_empty() || c.own_tree(t).contains_key(&rel)) {
-                        return true;
+                // Another member named in the row, of a type that holds `p` at an object between the
+                // row's member and `p`: `p` is documented if its place there is.
+                let Some(table) = self.table_of(row) else { continue };
+                for q in &quoted {
+                    for rp in norm(q).unwrap_or_default() {
+                        let Some((rrec, rpath, Member { shape: Shape::Object { ty: rty, flat: rflat }, .. })) = self.resolve(table, &row.group, &rp) else { continue };
+                        // A row naming the member itself, or one above it, says nothing of what it holds.
+                        if rrec == rec && (rpath == p || p.starts_with(&format!("{rpath}."))) {
+                            continue;
+                        }
+                        for e in n..=segs.len() {
+                            let at = segs[..e].join(".");
+                            let Some(Member { shape: Shape::Object { ty, flat }, .. }) = tree.get(&at) else { continue };
+                            let same = std::iter::once(ty).chain(flat).any(|t| t == rty || rflat.contains(t));
+                            if same && self.is_documented(rrec, &join(&rpath, &segs[e..].join(".")), depth + 1) {
+                                return true;
+                            }
+                        }
                     }
                 }
             }
         }
+        false
     }
-    false
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -995,4 +993,155 @@ fn the_record_doc_documents_every_member_of_the_types_and_no_other() {
     let doc = std::fs::read_to_string(repo_root().join("docs/record.md")).expect("docs/record.md");
     let problems = check(&doc, &library_sources(), &CONFIG);
     assert!(problems.is_empty(), "docs/record.md and the record types differ ({}):\n{}", problems.len(), problems.join("\n"));
+}
+
+/// The real doc with `f` applied to its text: the problems found against the real sources.
+fn problems_with_doc(f: impl Fn(&str) -> String) -> Vec<String> {
+    let doc = std::fs::read_to_string(repo_root().join("docs/record.md")).expect("docs/record.md");
+    let changed = f(&doc);
+    assert_ne!(changed, doc, "the change applies");
+    check(&changed, &library_sources(), &CONFIG)
+}
+
+/// The real sources with `f` applied to `file`: the problems found against the real doc.
+fn problems_with_source(file: &str, f: impl Fn(&str) -> String) -> Vec<String> {
+    let doc = std::fs::read_to_string(repo_root().join("docs/record.md")).expect("docs/record.md");
+    let mut sources = library_sources();
+    let (_, text) = sources.iter_mut().find(|(n, _)| n == file).unwrap_or_else(|| panic!("no source {file}"));
+    let changed = f(text);
+    assert_ne!(&changed, text, "the change applies");
+    *text = changed;
+    check(&doc, &sources, &CONFIG)
+}
+
+fn one_problem(problems: &[String], wanted: &[&str]) {
+    assert_eq!(problems.len(), 1, "one problem expected, naming {wanted:?}: {problems:#?}");
+    for w in wanted {
+        assert!(problems[0].contains(w), "the problem names {w:?}: {}", problems[0]);
+    }
+}
+
+#[test]
+fn a_member_documented_but_not_in_the_types_fails() {
+    // A row of a member no type has, in a section's own path form (restore's are relative).
+    let p = problems_with_doc(|d| d.replace("| `ksm` | bool |", "| `fake_member` | bool | a member no type has |\n| `ksm` | bool |"));
+    one_problem(&p, &["`restore.fake_member` is documented", "Session (session)", "\"The `restore` section of a session"]);
+    // A sibling in the shorthand, and a member of a `{...}` list.
+    let p = problems_with_doc(|d| d.replace("`desktop.width`, `.height`, `.depth`", "`desktop.width`, `.height`, `.depth`, `.fake_member`"));
+    one_problem(&p, &["`desktop.fake_member` is documented"]);
+    let p = problems_with_doc(|d| d.replace("`{role, pid, host_pid}`", "`{role, pid, host_pid, fake_member}`"));
+    one_problem(&p, &["`desktop.processes.fake_member` is documented"]);
+}
+
+#[test]
+fn a_member_in_the_types_but_not_documented_fails() {
+    // A row removed from the doc.
+    let p = problems_with_doc(|d| d.replace("| `ready.polls` | count | | screenshots taken |\n", ""));
+    one_problem(&p, &["`ready.polls`", "Ready.polls", "in the types but not documented", "\"Session record"]);
+    // A member added to a type, optional and skipped when absent: it counts all the same.
+    let p = problems_with_source("lib/src/record.rs", |t| {
+        t.replacen("pub struct Ready {\n", "pub struct Ready {\n    #[serde(default, skip_serializing_if = \"Option::is_none\")]\n    pub fake_member: Option<u32>,\n", 1)
+    });
+    one_problem(&p, &["`ready.fake_member`", "Ready.fake_member", "in the types but not documented"]);
+    // A member of a flattened struct (the checkpoint's boundary[] flattens record::boundary::Boundary).
+    let p = problems_with_source("lib/src/record/boundary.rs", |t| t.replacen("    pub no_new_privs: bool,\n", "    pub no_new_privs: bool,\n    pub fake_member: u8,\n", 1));
+    one_problem(&p, &["`boundary.fake_member`", "Boundary.fake_member", "\"Checkpoint record"]);
+    // A figure of the cgroup section's read-back put by a backend.
+    let p = problems_with_source("lib/src/cgroup/v2.rs", |t| t.replacen("put_max(&mut f, \"pids_max\"", "f.null(\"fake_figure\", \"x\");\n        put_max(&mut f, \"pids_max\"", 1));
+    one_problem(&p, &["`cgroup.read_back.fake_figure`", "a figure"]);
+}
+
+/// The rules on a small doc and small types.
+mod rules {
+    use super::*;
+
+    const SRC: &str = r#"
+        pub struct Rec {
+            pub drums: u32,
+            #[serde(rename = "type")]
+            pub kind: RecType,
+            #[serde(rename = "renamed")]
+            pub plain: u32,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub opt: Option<Inner>,
+            pub list: Vec<Inner>,
+            pub keyed: BTreeMap<String, Inner>,
+            pub twin: Inner,
+            #[serde(skip)]
+            pub hidden: u32,
+            #[serde(flatten)]
+            pub flat: Flat,
+            #[serde(flatten)]
+            pub extra: Map<String, Value>,
+            pub res: Res,
+        }
+        pub struct Inner { pub x: u32, pub y: Option<u32> }
+        pub struct Flat { pub z: bool }
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        pub enum Res { A { path: String }, B { name: String, n: u32 } }
+    "#;
+
+    const RECORDS: &[Record] = &[Record { key: "rec", file: "lib/src/rec.rs", ty: "Rec" }];
+    const TABLES: &[Table] = &[Table { heading: "Rec", table: 0, routes: &[("", "", "rec", "")], tag: None, prose: &[] }];
+    const CONFIG: Config = Config { records: RECORDS, tables: TABLES, figures: &[], not_records: &[("Not", "prose")] };
+
+    const DOC: &str = "# x\n\n## Rec record\n\n| field | type | meaning |\n|---|---|---|\n\
+        | `renamed` | integer | |\n\
+        | `opt.x`, `.y` | integer | |\n\
+        | `list[]` | `{x, y}` | |\n\
+        | `keyed` | `{k: object}` | by a key |\n\
+        | `twin` | object | as `opt` |\n\
+        | `z` | bool | |\n\
+        | `res` | object | its `kind`, `path`, `name` and `n` |\n\
+        \n## Not a record\n\n| a | b |\n|---|---|\n| x | y |\n";
+
+    fn run(doc: &str, src: &str) -> Vec<String> {
+        check(doc, &[("lib/src/rec.rs".to_string(), src.to_string())], &CONFIG)
+    }
+
+    #[test]
+    fn the_small_doc_matches_its_types() {
+        assert_eq!(run(DOC, SRC), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_way_fails_and_names_the_member() {
+        // Undocumented: a row gone, a sibling gone (and with it what `twin`, "as `opt`", holds), a list's
+        // member gone, a flattened member gone.
+        let cases: [(&str, &str, &[&str]); 4] = [
+            ("| `renamed` | integer | |\n", "", &["`renamed`"]),
+            ("`opt.x`, `.y`", "`opt.x`", &["`opt.y`", "`twin.y`"]),
+            ("`{x, y}`", "`{x}`", &["`list.y`"]),
+            ("| `z` | bool | |\n", "", &["`z`"]),
+        ];
+        for (from, to, gone) in cases {
+            let p = run(&DOC.replace(from, to), SRC);
+            assert_eq!(p.len(), gone.len(), "{p:#?}");
+            for (m, g) in p.iter().zip(gone) {
+                assert!(m.contains(g) && m.contains("in the types but not documented"), "{m} names {g}");
+            }
+        }
+        // Not in the types: a row, a member of a list; keys below a map are data and not checked.
+        one_problem(&run(&DOC.replace("| `z` |", "| `w` | x | |\n| `z` |"), SRC), &["`w` is documented but Rec"]);
+        one_problem(&run(&DOC.replace("`{x, y}`", "`{x, y, w}`"), SRC), &["`list.w` is documented"]);
+        assert_eq!(run(&DOC.replace("`{k: object}`", "`{k: object, j}`"), SRC), Vec::<String>::new());
+        // A member added to a type, or to a type a member refers to.
+        one_problem(&run(DOC, &SRC.replace("pub z: bool", "pub z: bool, pub w: u8")), &["`w`", "Flat.w"]);
+        let p = run(DOC, &SRC.replace("pub y: Option<u32> }", "pub y: Option<u32>, pub w: u8 }"));
+        assert!(["`opt.w`", "`list.w`", "`twin.w`"].iter().all(|w| p.iter().any(|m| m.contains(w))) && p.len() == 3, "{p:#?}");
+        // A variant's member.
+        one_problem(&run(DOC, &SRC.replace("n: u32 }", "n: u32, m: u8 }")), &["`res.m`"]);
+    }
+
+    #[test]
+    fn a_row_naming_itself_refers_to_nothing() {
+        let p = run(&DOC.replace("as `opt`", "as `twin`"), SRC);
+        assert!(p.len() == 2 && p[0].contains("`twin.x`") && p[1].contains("`twin.y`"), "{p:#?}");
+    }
+
+    #[test]
+    fn a_table_mapped_to_no_record_fails() {
+        let p = check(DOC, &[("lib/src/rec.rs".to_string(), SRC.to_string())], &Config { not_records: &[], ..CONFIG });
+        one_problem(&p, &["\"Not a record\"", "mapped to no record"]);
+    }
 }
