@@ -15,11 +15,13 @@
 //! What the doc documents: the backquoted paths of a table row's first column (`a.b`, `.c` for a
 //! sibling of the first, `x.{p,q}`, `list[]`; `<...>` ends a path: `times.<step>_s` is `times`), routed to
 //! a record and a member prefix by TABLES, and the members of a `{a, b: ..., c[]: {d}}` list that opens
-//! the row's type column (or its meaning column). Those must all be members of the types. The other way,
-//! a member is documented by a row of its own, by a row of a member below it, by being named in
-//! backquotes in its parent's row, or by a row above it that names (in backquotes) a documented member of
-//! the same type ("as in `overlay.runtime`"), which then documents everything that type has below.
-//! `drums` and `type` are documented for every record by the doc's first paragraph.
+//! the row's type column (or its meaning column); in the ledger's tables, the tag's value and the
+//! variant's members. Those must all be members of the types. The other way, a member is documented by a
+//! row of its own, by a row of a member below it, by being named in backquotes in its parent's row, or by
+//! a row above it that names (in backquotes) another member of the same type ("as in
+//! `overlay.runtime`"): then it is documented if its place there is. A row naming its own member (or one
+//! above it) documents nothing by that. `drums` and `type` are documented for every record by the doc's
+//! first paragraph; the ledger's `v` by its section's text (TABLES.prose).
 
 use drums_tests::repo_root;
 use std::collections::{BTreeMap, BTreeSet};
@@ -750,7 +752,7 @@ fn check(doc_text: &str, sources: &[(String, String)], cfg: &Config) -> Vec<Stri
     // The types' trees.
     let mut trees = BTreeMap::new();
     for r in cfg.records {
-        let Some((file, item)) = src.find(r.ty, None, r.file) else {
+        let Some((file, item)) = src.find(r.ty, None, r.file).filter(|(f, _)| *f == r.file) else {
             problems.push(format!("RECORDS: {} has no type {}", r.file, r.ty));
             continue;
         };
