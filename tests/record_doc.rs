@@ -67,7 +67,8 @@ const RECORDS: &[Record] = &[
     Record { key: "session", file: "lib/src/record.rs", ty: "Session" },
     Record { key: "checkpoint", file: "lib/src/record.rs", ty: "Checkpoint" },
     Record { key: "cgroup_sample", file: "lib/src/cgroup/telemetry.rs", ty: "Sample" },
-    Record { key: "image", file: "lib/src/image.rs", ty: "ImageRecord" },
+    // `drums-overlay image list`'s line: the image record (image.json) with `current` and `used_by`.
+    Record { key: "image", file: "lib/src/image.rs", ty: "Listed" },
     Record { key: "process", file: "lib/src/ns.rs", ty: "ProcessRecord" },
     Record { key: "error", file: "lib/src/error.rs", ty: "ErrorRecord" },
     Record { key: "destroy", file: "lib/src/destroy.rs", ty: "DestroyReport" },
@@ -100,7 +101,7 @@ const TABLES: &[Table] = &[
         prose: &[],
     },
     Table { heading: "Checkpoint record", table: 0, routes: &[("", "", "checkpoint", "")], tag: None, prose: &[] },
-    Table { heading: "Root images", table: 0, routes: &[("", "", "image", "")], tag: None, prose: &[] },
+    Table { heading: "Root images", table: 0, routes: &[("", "", "image", "")], tag: None, prose: &["current", "used_by"] },
     Table { heading: "Process record", table: 0, routes: &[("", "", "process", "")], tag: None, prose: &[] },
     Table { heading: "Error object", table: 0, routes: &[("", "", "error", "")], tag: None, prose: &[] },
     Table { heading: "The ledger", table: 0, routes: &[("", "", "ledger", "")], tag: Some(("op", "")), prose: &["v"] },
