@@ -774,6 +774,12 @@ fn check(doc_text: &str, sources: &[(String, String)], cfg: &Config) -> Vec<Stri
         trees.insert(r.key, t);
     }
 
+    // `drums` and `type`, members of every record, are documented once, before the first section.
+    for m in ["`drums`", "`type`"] {
+        if !doc.prose[0].contains(m) {
+            problems.push(format!("docs/record.md: the text before the first section does not name {m}, which every record has"));
+        }
+    }
     // Every section with a table is mapped, or said not to be a record.
     for (i, h) in doc.headings.iter().enumerate() {
         for n in 0..doc.tables[i] {
@@ -1088,7 +1094,7 @@ mod rules {
     const TABLES: &[Table] = &[Table { heading: "Rec", table: 0, routes: &[("", "", "rec", "")], tag: None, prose: &[] }];
     const CONFIG: Config = Config { records: RECORDS, tables: TABLES, figures: &[], not_records: &[("Not", "prose")] };
 
-    const DOC: &str = "# x\n\n## Rec record\n\n| field | type | meaning |\n|---|---|---|\n\
+    const DOC: &str = "# x\n\nEvery record has `drums` and `type`.\n\n## Rec record\n\n| field | type | meaning |\n|---|---|---|\n\
         | `renamed` | integer | |\n\
         | `opt.x`, `.y` | integer | |\n\
         | `list[]` | `{x, y}` | |\n\
