@@ -55,6 +55,7 @@ attempt("keyctl", lambda: sc(250, 0, -3, 0))
 attempt("bpf", lambda: sc(321, 0, 0, 0))
 attempt("perf_event_open", lambda: sc(298, 0, 0, -1, -1, 0))
 attempt("userfaultfd", lambda: sc(323, 0))
+attempt("io_setup", lambda: sc(206, 1, ctypes.byref(ctypes.c_ulong(0))))
 attempt("ip link add", lambda: "refused" if subprocess.run(["ip", "link", "add", "drumsx", "type", "dummy"], capture_output=True).returncode else "ESCAPED")
 for f in sys.argv[1:]:
     attempt("host file " + f, lambda: (open(f).read(), "ESCAPED")[1])
@@ -147,7 +148,7 @@ fn root_in_a_session_is_not_root_on_the_host() {
             let lines = attack(s, as_root, &markers);
             let escaped: Vec<&String> = lines.iter().filter(|l| l.contains("ESCAPED")).collect();
             assert!(escaped.is_empty(), "{what}, as {who}: {escaped:#?}\nall: {lines:#?}");
-            for name in ["clock_settime", "core_pattern", "kcore", "init_module", "mount tmpfs", "mknod /dev/mem and open it", "unshare user namespace", "devices"] {
+            for name in ["clock_settime", "core_pattern", "kcore", "init_module", "mount tmpfs", "mknod /dev/mem and open it", "unshare user namespace", "devices", "io_setup"] {
                 assert!(lines.iter().any(|l| l.starts_with(&format!("{name}: refused"))), "{what}, as {who}: no refusal of {name}: {lines:#?}");
             }
             assert!(lines.iter().any(|l| l.starts_with("joiners: info ") && l != "joiners: info 0"), "{what}: the joined command's process was not found: {lines:#?}");

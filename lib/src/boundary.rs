@@ -113,7 +113,10 @@ const MAX_KNOWN_SYSCALL: i64 = libc::SYS_mseal;
 /// Syscalls a session may not make (EPERM): Docker's default profile leaves them out on x86_64 (time,
 /// modules, kexec, mounts and file-system contexts, namespaces by setns, keyrings, BPF, perf, swap,
 /// quotas, reboot, raw I/O ports, NUMA policy, handles, userfaultfd, io_uring, the kernel log, obsolete
-/// calls).
+/// calls), and beyond Docker's: io_setup, since kernel AIO contexts come out of one host-wide pool
+/// (fs.aio-max-nr) that a single session could take whole, leaving the host and every other session
+/// without (measured: one session held all 65536). POSIX AIO in the C library uses threads, not
+/// this call; nothing a session runs needs it.
 const DENIED: &[i64] = &[
     libc::SYS_acct,
     libc::SYS_add_key,
@@ -168,6 +171,7 @@ const DENIED: &[i64] = &[
     libc::SYS_userfaultfd,
     libc::SYS_vhangup,
     libc::SYS_io_uring_setup,
+    libc::SYS_io_setup,
     libc::SYS_io_uring_enter,
     libc::SYS_io_uring_register,
     libc::SYS_fanotify_init,
@@ -384,7 +388,8 @@ mod tests {
         // Each check returns 0 when it holds; the first that does not, its number.
         let code = in_child(|| unsafe {
             // Each call's errno is read right after it (a later call would overwrite it).
-            let checks: [(i32, i32); 9] = [
+            let mut aio_ctx: libc::c_ulong = 0;
+            let checks: [(i32, i32); 10] = [
                 (err_of(libc::syscall(libc::SYS_mount, c"none".as_ptr(), c"/mnt".as_ptr(), c"tmpfs".as_ptr(), 0, 0)), libc::EPERM),
                 (err_of(libc::syscall(libc::SYS_clock_settime, libc::CLOCK_REALTIME, &libc::timespec { tv_sec: 0, tv_nsec: 0 })), libc::EPERM),
                 (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER)), libc::EPERM),
@@ -393,6 +398,7 @@ mod tests {
                 (err_of(libc::syscall(libc::SYS_keyctl, 0, 0, 0, 0, 0)), libc::EPERM),
                 (err_of(libc::syscall(libc::SYS_bpf, 0, 0, 0)), libc::EPERM),
                 (err_of(libc::syscall(libc::SYS_userfaultfd, 0)), libc::EPERM),
+                (err_of(libc::syscall(libc::SYS_io_setup, 1, std::ptr::addr_of_mut!(aio_ctx))), libc::EPERM),
                 (err_of(libc::syscall(MAX_KNOWN_SYSCALL + 1)), libc::ENOSYS),
             ];
             for (i, (got, want)) in checks.iter().enumerate() {

@@ -104,8 +104,8 @@ pub struct Desktop {
     pub width: u32,
     pub height: u32,
     pub depth: u32,
-    /// The X server's socket: abstract (`@/tmp/.X11-unix/XN`, reachable from the session's network
-    /// namespace) and path form inside the session.
+    /// The X server's abstract socket, `@/tmp/.X11-unix/XN` (reachable from the session's network
+    /// namespace); no other form is accepted.
     pub x_socket: String,
     /// The page Chromium shows.
     pub url: String,
@@ -177,7 +177,8 @@ pub struct Session {
     /// Unix seconds.
     pub created_at: f64,
     pub owner: Owner,
-    /// Seconds after `created_at` when the sweep may destroy the session; null: no limit.
+    /// Seconds after the ledger's first line (its `t`, a moment before `created_at`) when the sweep may
+    /// destroy the session; null: no limit.
     #[serde(default)]
     pub ttl_s: Option<u64>,
     #[serde(default)]
