@@ -79,6 +79,9 @@ const RECORDS: &[Record] = &[
     Record { key: "pool_drain", file: "lib/src/pool.rs", ty: "DrainReport" },
     Record { key: "pool_status", file: "lib/src/pool.rs", ty: "StatusReport" },
     Record { key: "ledger", file: "lib/src/ledger.rs", ty: "Line" },
+    Record { key: "image_verify", file: "lib/src/image.rs", ty: "Verified" },
+    Record { key: "image_digest", file: "lib/src/image.rs", ty: "DigestReport" },
+    Record { key: "image_prune", file: "lib/src/image.rs", ty: "PruneReport" },
 ];
 
 const TABLES: &[Table] = &[
@@ -107,6 +110,13 @@ const TABLES: &[Table] = &[
     Table { heading: "The ledger", table: 0, routes: &[("", "", "ledger", "")], tag: Some(("op", "")), prose: &["v"] },
     Table { heading: "The ledger", table: 1, routes: &[("", "", "ledger", "")], tag: Some(("kind", "res")), prose: &[] },
     Table { heading: "Sweep reports", table: 0, routes: &[("", "destroy.", "destroy", ""), ("", "sweep.", "sweep", "")], tag: None, prose: &[] },
+    Table {
+        heading: "Image reports",
+        table: 0,
+        routes: &[("", "image_verify.", "image_verify", ""), ("", "image_digest.", "image_digest", ""), ("", "image_prune.", "image_prune", "")],
+        tag: None,
+        prose: &["drums", "type"],
+    },
     Table { heading: "The audit report", table: 0, routes: &[("", "", "audit", "")], tag: None, prose: &[] },
 ];
 

@@ -166,6 +166,24 @@ pub struct TreeDigest {
     pub bytes: u64,
 }
 
+crate::record_type!(DigestType = "image_digest");
+
+/// What `drums-overlay image digest` prints: a tree's digest as a record.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DigestReport {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub kind: DigestType,
+    pub dir: PathBuf,
+    #[serde(flatten)]
+    pub tree: TreeDigest,
+}
+
+/// `digest_tree` of `dir`, as the record `drums-overlay image digest` prints.
+pub fn digest_report(dir: &Path) -> Result<DigestReport> {
+    Ok(DigestReport { drums: crate::record::VERSION, kind: DigestType::Tag, dir: dir.to_path_buf(), tree: digest_tree(dir)? })
+}
+
 /// The content digest of a tree: SHA-256 over every entry in byte order of its path, each entry as its
 /// path, kind, mode, owner and group, and its content (the SHA-256 of a regular file's bytes, a link's
 /// target, a device's number) and extended attributes. Times are left out: two builds of the same
@@ -453,9 +471,14 @@ mod tests {
     }
 }
 
+crate::record_type!(PruneType = "image_prune");
+
 /// What `drums-sweep --prune-root-images` did or (dry run) would do.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PruneReport {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub kind: PruneType,
     pub dry_run: bool,
     /// Image and runtime layer directories removed (or to be removed), and unfinished builds.
     pub removed: Vec<PathBuf>,
@@ -481,7 +504,7 @@ pub fn prune(dry_run: bool) -> Result<PruneReport> {
     }
     let current_images = current_dirs();
     let current_runtime = crate::runtime::current_dir().ok();
-    let mut report = PruneReport { dry_run, removed: vec![], kept: vec![] };
+    let mut report = PruneReport { drums: crate::record::VERSION, kind: PruneType::Tag, dry_run, removed: vec![], kept: vec![] };
     let mut candidates: Vec<(PathBuf, Vec<String>)> = vec![];
     for dir in list_dirs() {
         let mut why = users.of(&dir);
@@ -545,8 +568,14 @@ pub fn list() -> Vec<Listed> {
         .collect()
 }
 
+crate::record_type!(VerifyType = "image_verify");
+
+/// What `drums-overlay image verify` found.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Verified {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub kind: VerifyType,
     pub image: PathBuf,
     pub digest_recorded: String,
     pub digest_now: String,
@@ -559,5 +588,5 @@ pub fn verify(spec: &str) -> Result<Verified> {
     let rec = resolve(spec)?;
     let t = std::time::Instant::now();
     let now = digest_tree(&rec.root)?;
-    Ok(Verified { image: rec.dir, equal: now.digest == rec.digest, digest_recorded: rec.digest, digest_now: now.digest, seconds: t.elapsed().as_secs_f64() })
+    Ok(Verified { drums: crate::record::VERSION, kind: VerifyType::Tag, image: rec.dir, equal: now.digest == rec.digest, digest_recorded: rec.digest, digest_now: now.digest, seconds: t.elapsed().as_secs_f64() })
 }

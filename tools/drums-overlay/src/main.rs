@@ -28,7 +28,7 @@ fn main() {
                     Err(drums::Error::CheckFailed(format!("image {}: its tree has digest {}, its record says {}", v.image.display(), v.digest_now, v.digest_recorded)))
                 }
             }
-            Cmd::Image { cmd: ImageCmd::Digest { dir } } => cli::emit(&drums::image::digest_tree(&dir)?),
+            Cmd::Image { cmd: ImageCmd::Digest { dir } } => cli::emit(&drums::image::digest_report(&dir)?),
         }
     })
 }
