@@ -94,31 +94,32 @@ fn parse_display(name: &str) -> Result<(u32, usize)> {
     Ok((n.parse().map_err(|_| bad())?, s.parse().map_err(|_| bad())?))
 }
 
-/// A stream socket connected to X server `n`, as libxcb connects (the abstract socket first, then the file
-/// in /tmp/.X11-unix), without blocking past `deadline`: a server whose listen backlog is full (stopped,
-/// with connections piling up) refuses a non-blocking connect with EAGAIN, which is retried until then.
+/// A stream socket connected to X server `n`, as libxcb connects (the abstract socket, and the file in
+/// /tmp/.X11-unix only when there is no abstract one), without blocking past `deadline`: a server whose
+/// listen backlog is full (stopped, with connections piling up) refuses a non-blocking connect with
+/// EAGAIN, which is retried on the same socket name until then (never on the file, which on the host
+/// side could be another server's).
 fn connect_socket(n: u32, deadline: Instant) -> Result<OwnedFd> {
+    use nix::errno::Errno;
     use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
     let path = format!("/tmp/.X11-unix/X{n}");
-    let addrs = [UnixAddr::new_abstract(path.as_bytes()), UnixAddr::new(path.as_str())];
+    let attempt = |addr: &UnixAddr| -> std::result::Result<OwnedFd, Errno> {
+        let fd = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK, None)?;
+        connect(fd.as_raw_fd(), addr)?;
+        // Blocking again for xcb, which sets its own flags; the watchdog bounds its waits.
+        let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()));
+        Ok(fd)
+    };
+    let err = |e: Errno| Error::failed(format!("connect to X display :{n}: {e}"));
+    let abstract_addr = UnixAddr::new_abstract(path.as_bytes()).map_err(err)?;
+    let mut addr = abstract_addr;
     loop {
-        let mut last = None;
-        for addr in addrs.iter().flatten() {
-            let fd = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK, None).map_err(|e| Error::failed(format!("X socket: {e}")))?;
-            match connect(fd.as_raw_fd(), addr) {
-                Ok(()) => {
-                    // Blocking again for xcb, which sets its own flags; the watchdog bounds its waits.
-                    let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()));
-                    return Ok(fd);
-                }
-                Err(e) => last = Some(e),
-            }
+        match attempt(&addr) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::EAGAIN) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5).min(deadline.saturating_duration_since(Instant::now()))),
+            Err(Errno::ECONNREFUSED | Errno::ENOENT) if addr == abstract_addr => addr = UnixAddr::new(path.as_str()).map_err(err)?,
+            Err(e) => return Err(err(e)),
         }
-        let e = last.map_or("no address".to_string(), |e| e.to_string());
-        if last != Some(nix::errno::Errno::EAGAIN) || Instant::now() >= deadline {
-            return Err(Error::failed(format!("connect to X display :{n}: {e}")));
-        }
-        std::thread::sleep(Duration::from_millis(5).min(deadline.saturating_duration_since(Instant::now())));
     }
 }
 
