@@ -105,6 +105,15 @@ fn a_stopped_x_server_or_chromium_ends_the_waits_at_their_deadlines() {
             ready_fails_in_time(&src, "cold session");
             // A second run while the first's connection still waits in the stopped server's backlog.
             ready_fails_in_time(&src, "cold session, again");
+            // The guest's screenshot: an error at its X deadline, not a request that hangs.
+            let guest = s.desktop.as_ref().and_then(|d| d.guest_url.clone()).expect("the session has a guest");
+            let t0 = Instant::now();
+            let (status, body) = http("GET", &format!("{guest}/screenshot"), None, Duration::from_secs(5));
+            let took = t0.elapsed();
+            eprintln!("cold session: the guest's /screenshot against a stopped X server: {status} after {:.3} s: {body}", took.as_secs_f64());
+            assert_eq!(status, 500, "{body}");
+            assert!(body.contains("does not answer"), "the answer must say the X server does not answer: {body}");
+            assert!(took >= drums_guest::X_TIMEOUT && took <= drums_guest::X_TIMEOUT + Duration::from_secs(1), "/screenshot took {:.3} s; its X deadline is {:?}", took.as_secs_f64(), drums_guest::X_TIMEOUT);
         }
         // Continued, the X server answers again: the failure was the stop, not the session.
         run_ok("drums-ready", &["--timeout", "10s"], &src);
