@@ -85,10 +85,10 @@ fn a_stopped_x_server_or_chromium_ends_the_waits_at_their_deadlines() {
             let took = t0.elapsed();
             eprintln!("restored sibling: drums-reseed against a stopped Chromium: exit {:?} after {:.3} s", o.status.code(), took.as_secs_f64());
             // The browser's part has BROWSER_TIMEOUT; the steps before it (records, hostname, MAC, wipe)
-            // take about 0.4 s here, so the whole tool has that and 1.6 s more.
-            let limit = drums::reseed::BROWSER_TIMEOUT + Duration::from_secs(2);
+            // took 0.4-0.9 s here on a loaded machine, and are given 3 s.
+            let limit = drums::reseed::BROWSER_TIMEOUT + Duration::from_secs(3);
             assert_eq!(o.status.code(), Some(5), "drums-reseed must fail: {}", text(&o.stderr));
-            assert!(took <= limit, "drums-reseed took {:.3} s, more than its browser deadline + 2 s", took.as_secs_f64());
+            assert!(took <= limit, "drums-reseed took {:.3} s, more than its browser deadline + 3 s", took.as_secs_f64());
             let err = error_record(&o.stderr);
             assert!(err.message.contains("DevTools") && err.message.contains("does not answer"), "the error must say Chromium does not answer: {}", err.message);
         }
