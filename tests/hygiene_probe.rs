@@ -31,7 +31,7 @@ pub fn guest(rec: &Session, method: &str, path: &str, body: Option<Value>) -> Va
 /// A DevTools connection to the session's browser, attached to its page.
 pub fn cdp(rec: &Session) -> (Cdp, String) {
     let (ns, desktop) = (rec.ns.as_ref().expect("an ns section"), rec.desktop.as_ref().expect("a desktop section"));
-    let mut c = Cdp::connect(ns.init_pid, desktop.devtools_port, Duration::from_secs(10)).unwrap();
+    let mut c = Cdp::connect(ns.init_pid, desktop.devtools_port, std::time::Instant::now() + Duration::from_secs(10)).unwrap();
     let (_, page) = c.attach_page().unwrap();
     (c, page)
 }

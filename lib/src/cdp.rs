@@ -1,6 +1,10 @@
 //! A small synchronous client of Chromium's DevTools protocol, reached on the session's loopback: the
 //! TCP connection is opened by a thread that joined the session's network namespace, and then used from
 //! any thread.
+//!
+//! Every conversation has a deadline, given at `Cdp::connect`: each connect, read and write on its
+//! sockets has the time left to it as its timeout, so a Chromium that stops answering (stopped, frozen,
+//! or a port that accepts and never answers) ends the caller's wait with an error at the deadline.
 
 use crate::error::{Error, Result};
 use serde_json::{json, Value};
@@ -14,6 +18,17 @@ pub struct Cdp {
     next_id: u64,
     /// Events and replies received while waiting for something else, oldest first.
     pending: Vec<Value>,
+    /// No wait of this conversation goes past it.
+    deadline: Instant,
+}
+
+/// The time left until `deadline`, or the error naming `what` once it has passed.
+fn left(deadline: Instant, what: &str) -> Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(Error::failed(format!("DevTools: {what} not done by the deadline (Chromium does not answer)")));
+    }
+    Ok(left)
 }
 
 /// Open a TCP connection to 127.0.0.1:`port` inside the network namespace of `init_pid`.
@@ -28,7 +43,9 @@ pub fn connect_in_netns_unless(init_pid: i32, port: u16, timeout: Duration, give
     crate::nsenter::in_netns(init_pid, move || {
         let t0 = Instant::now();
         loop {
-            match TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)) {
+            // One attempt waits at most 2 s and never past the whole wait.
+            let attempt = Duration::from_secs(2).min(timeout.saturating_sub(t0.elapsed())).max(Duration::from_millis(1));
+            match TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), attempt) {
                 Ok(s) => return Ok(s),
                 Err(e) if t0.elapsed() > timeout => return Err(Error::failed(format!("connect to 127.0.0.1:{port} in the session: {e}"))),
                 Err(_) => {
@@ -42,15 +59,27 @@ pub fn connect_in_netns_unless(init_pid: i32, port: u16, timeout: Duration, give
     })
 }
 
-fn http_get_json(mut s: TcpStream, path: &str) -> Result<Value> {
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+/// GET `path` as JSON, every read and write ending by `deadline`.
+fn http_get_json(mut s: TcpStream, path: &str, deadline: Instant) -> Result<Value> {
+    let what = format!("GET {path}");
     let err = |e: &dyn std::fmt::Display| Error::failed(format!("DevTools {path}: {e}"));
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").map_err(|e| err(&e))?;
+    // Sets the socket's timeouts to the time left before each step: a read that times out is an error.
+    let bound = |s: &TcpStream| -> Result<()> {
+        let l = left(deadline, &what)?;
+        s.set_read_timeout(Some(l)).and_then(|_| s.set_write_timeout(Some(l))).map_err(|e| err(&e))
+    };
+    let timed_out = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Error::failed(format!("DevTools: {what} not answered by the deadline (Chromium does not answer)")),
+        _ => err(&e),
+    };
+    bound(&s)?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").map_err(timed_out)?;
     // Chromium's DevTools server keeps the connection open: read the headers, then Content-Length bytes.
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let body_start = loop {
-        let n = s.read(&mut chunk).map_err(|e| err(&e))?;
+        bound(&s)?;
+        let n = s.read(&mut chunk).map_err(timed_out)?;
         if n == 0 {
             return Err(err(&"connection closed before the headers ended"));
         }
@@ -66,7 +95,8 @@ fn http_get_json(mut s: TcpStream, path: &str) -> Result<Value> {
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| err(&"no Content-Length"))?;
     while buf.len() < body_start + len {
-        let n = s.read(&mut chunk).map_err(|e| err(&e))?;
+        bound(&s)?;
+        let n = s.read(&mut chunk).map_err(timed_out)?;
         if n == 0 {
             break;
         }
@@ -79,15 +109,18 @@ fn http_get_json(mut s: TcpStream, path: &str) -> Result<Value> {
 const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
 
 impl Cdp {
-    /// Connect to the browser target of the Chromium in a session.
-    pub fn connect(init_pid: i32, port: u16, timeout: Duration) -> Result<Cdp> {
-        let version = http_get_json(connect_in_netns(init_pid, port, timeout)?, "/json/version")?;
+    /// Connect to the browser target of the Chromium in a session. Nothing of the conversation, this
+    /// connection included, waits past `deadline`.
+    pub fn connect(init_pid: i32, port: u16, deadline: Instant) -> Result<Cdp> {
+        let version = http_get_json(connect_in_netns(init_pid, port, left(deadline, "connect")?)?, "/json/version", deadline)?;
         let url = version["webSocketDebuggerUrl"].as_str().ok_or_else(|| Error::failed("DevTools /json/version has no webSocketDebuggerUrl"))?.to_string();
-        let stream = connect_in_netns(init_pid, port, timeout)?;
+        let stream = connect_in_netns(init_pid, port, left(deadline, "connect")?)?;
         // For the handshake; each read after it sets its own.
-        stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
+        let l = left(deadline, "the websocket handshake")?;
+        stream.set_read_timeout(Some(l)).ok();
+        stream.set_write_timeout(Some(l)).ok();
         let (ws, _) = tungstenite::client(url.as_str(), stream).map_err(|e| Error::failed(format!("DevTools websocket {url}: {e}")))?;
-        Ok(Cdp { ws, next_id: 1, pending: vec![] })
+        Ok(Cdp { ws, next_id: 1, pending: vec![], deadline })
     }
 
     /// Send a command (to a flattened target session when `session` is given) and wait for its reply.
@@ -105,6 +138,9 @@ impl Cdp {
         if let Some(s) = session {
             msg["sessionId"] = json!(s);
         }
+        // A Chromium that reads nothing fills the socket's buffer: the write ends at the deadline too.
+        let l = left(self.deadline, method)?;
+        self.ws.get_mut().set_write_timeout(Some(l)).map_err(|e| Error::failed(format!("DevTools socket: {e}")))?;
         self.ws.send(Message::text(msg.to_string())).map_err(|e| Error::failed(format!("DevTools {method}: {e}")))?;
         Ok(id)
     }
@@ -112,7 +148,7 @@ impl Cdp {
     /// The reply to command `id` (sent as `method`), keeping what else arrives meanwhile.
     pub fn reply(&mut self, id: u64, method: &str) -> Result<Value> {
         let is_it = |v: &Value| v.get("id").and_then(Value::as_u64) == Some(id);
-        let deadline = Instant::now() + REPLY_TIMEOUT;
+        let deadline = (Instant::now() + REPLY_TIMEOUT).min(self.deadline);
         let v = match self.pending.iter().position(is_it) {
             Some(i) => self.pending.remove(i),
             None => loop {
@@ -131,6 +167,7 @@ impl Cdp {
 
     /// The event (`method`, on `session` when given) if it comes before `deadline`; None if it does not.
     pub fn event_before(&mut self, session: Option<&str>, method: &str, deadline: Instant) -> Result<Option<Value>> {
+        let deadline = deadline.min(self.deadline);
         let matches = |v: &Value| v["method"] == method && session.is_none_or(|s| v["sessionId"] == s);
         if let Some(i) = self.pending.iter().position(matches) {
             return Ok(Some(self.pending.remove(i)));
@@ -146,7 +183,14 @@ impl Cdp {
 
     /// The next message, or a timeout error naming `what` (a reply's command) once `deadline` passes.
     fn read_before(&mut self, deadline: Instant, what: &str) -> Result<Value> {
-        self.next_before(deadline, what)?.ok_or_else(|| Error::failed(format!("DevTools: no reply to {what} within {REPLY_TIMEOUT:?}")))
+        let whole = deadline >= self.deadline;
+        self.next_before(deadline, what)?.ok_or_else(|| {
+            if whole {
+                Error::failed(format!("DevTools: no reply to {what} by the deadline (Chromium does not answer)"))
+            } else {
+                Error::failed(format!("DevTools: no reply to {what} within {REPLY_TIMEOUT:?} (Chromium does not answer)"))
+            }
+        })
     }
 
     /// The next message, or None once `deadline` passes: the socket's read timeout is the time left, so no

@@ -213,13 +213,14 @@ fn which(name: &std::path::Path) -> Option<PathBuf> {
 
 /// Let CRIU write its cache into a private tmpfs /run (`criu check` probes everything), and read it back.
 fn generate() -> Option<Vec<u8>> {
-    let o = std::process::Command::new("unshare")
-        .args(["--mount", "--propagation", "slave", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /run && \"$0\" check >/dev/null 2>&1; cat /run/criu.kdat"])
-        .arg(binary())
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
+    let o = crate::proc::output_within(
+        std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "slave", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /run && \"$0\" check >/dev/null 2>&1; cat /run/criu.kdat"])
+            .arg(binary()),
+        None,
+        timeout(),
+    )
+    .ok()?;
     (!o.stdout.is_empty()).then_some(o.stdout)
 }
 

@@ -100,6 +100,9 @@ pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
 /// start means a loaded machine, not a guest still working.
 const GUEST_LISTEN_TIMEOUT: Duration = Duration::from_secs(5);
 const X_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long Chromium may take to listen on its DevTools port, the sign that its browser process is up
+/// (about 0.3 s here; much longer only on a machine starved of CPU or memory).
+const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of a dead process's log an error quotes.
 const LOG_TAIL_BYTES: usize = 600;
 
@@ -112,6 +115,8 @@ struct Watched {
     host: Option<(i32, u64)>,
     /// The session's init, through whose root its log is read (crate::inroot).
     init: i32,
+    /// Held from right after the start, so that an exit is told with its status (crate::proc::Pidfd).
+    pidfd: Option<std::sync::Arc<crate::proc::Pidfd>>,
 }
 
 impl Watched {
@@ -127,7 +132,22 @@ impl Watched {
     }
     /// `Some(error)` once the process has exited: what the waits ask between their polls.
     fn gone(&self) -> Option<Error> {
-        (!self.alive()).then(|| self.error("exited right after it started"))
+        (!self.alive()).then(|| self.error(&format!("exited during the desktop's start ({})", self.how_it_ended())))
+    }
+    /// How the process ended: its wait status once its parent (the session's init, which reaps it at
+    /// once) has reaped it, waited for briefly; else that it is not known.
+    fn how_it_ended(&self) -> String {
+        let Some(fd) = &self.pidfd else { return "gone before it could be watched; exit status unknown".into() };
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = fd.wait_status() {
+                return crate::proc::describe_wait_status(st);
+            }
+            if t0.elapsed() > Duration::from_millis(500) {
+                return "exit status unknown".into();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 
@@ -210,13 +230,15 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let mut run = |role: &str, argv: Vec<String>, extra_env: Vec<(String, String)>, as_ids: (u32, u32)| -> Result<Watched> {
         let mut e = env.clone();
         e.extend(extra_env);
-        let w = Watched { role: role.into(), host: None, init };
+        let w = Watched { role: role.into(), host: None, init, pidfd: None };
         let sp = spawn(session, &argv, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env: e, cwd: None, uid_gid: Some(as_ids), pass_terminal: false })
             .map_err(|e| match e {
                 Error::Failed(m) => w.error(&format!("could not be started ({m})")),
                 other => other,
             })?;
-        let w = Watched { host: sp.host_pid.and_then(|p| Some((p, crate::proc::start_time(p)?))), ..w };
+        let host = sp.host_pid.and_then(|p| Some((p, crate::proc::start_time(p)?)));
+        let pidfd = host.and_then(|(p, start)| crate::proc::Pidfd::open(p, start)).map(std::sync::Arc::new);
+        let w = Watched { host, pidfd, ..w };
         procs.push(SessionProcess { role: role.into(), pid: sp.ns_pid, host_pid: sp.host_pid });
         watched.push(w.clone());
         Ok(w)
@@ -250,11 +272,13 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     } else {
         None
     };
-    if o.chromium {
+    let chromium = if o.chromium {
         prepare_chromium_profile(init, ids)?;
         let shim = crate::runtime::inside("libdrums_pkey_shim.so");
-        run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string())], ids)?;
-    }
+        Some(run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string())], ids)?)
+    } else {
+        None
+    };
     // The guest is waited for after Chromium started, so that its start overlaps Chromium's, which
     // drums-ready then waits for: the wait costs the cold path nothing when the guest is up by then.
     let guest_url = match guest {
@@ -264,8 +288,11 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         }
         None => None,
     };
-    if let Some(dead) = watched.iter().find(|w| !w.alive()) {
-        return Err(dead.error("exited right after it started"));
+    if let Some(c) = chromium {
+        wait_for_chromium(init, c, &watched)?;
+    }
+    if let Some(e) = watched.iter().find_map(Watched::gone) {
+        return Err(e);
     }
     session.desktop = Some(Desktop {
         display: o.display,
@@ -357,6 +384,19 @@ fn wait_for_guest(init_pid: i32, guest: Watched) -> Result<()> {
     }
 }
 
+/// Wait until Chromium listens on its DevTools port, on the session's loopback: its browser process is
+/// up. Any process of the desktop that exits meanwhile (Chromium, or the X server it needs) ends the wait
+/// at once with an error naming it and how it ended; so does CHROMIUM_TIMEOUT.
+fn wait_for_chromium(init_pid: i32, chromium: Watched, all: &[Watched]) -> Result<()> {
+    let all = all.to_vec();
+    let c = chromium.clone();
+    match crate::cdp::connect_in_netns_unless(init_pid, DEVTOOLS_PORT, CHROMIUM_TIMEOUT, move || all.iter().find_map(Watched::gone)) {
+        Ok(_connection) => Ok(()),
+        Err(e @ Error::Process { .. }) => Err(e),
+        Err(e) => Err(c.error(&format!("did not listen on its DevTools port {DEVTOOLS_PORT} within {CHROMIUM_TIMEOUT:?} ({e})"))),
+    }
+}
+
 /// Wait until the X server accepts connections, from a thread that joins the session's network
 /// namespace (where its abstract socket lives); the main thread must stay out of it and single-threaded
 /// for the forks of `ns::spawn`. An X server that exits ends the wait at once.
@@ -364,7 +404,8 @@ fn wait_for_x(init_pid: i32, display: u32, xvfb: Watched) -> Result<()> {
     crate::nsenter::in_netns(init_pid, move || {
         let t0 = Instant::now();
         loop {
-            if crate::x11::connect(display).is_ok() {
+            // One attempt waits at most a second, so that an X server that exits meanwhile is noticed.
+            if crate::x11::connect(display, (Instant::now() + Duration::from_secs(1)).min(t0 + X_TIMEOUT)).is_ok() {
                 return Ok(());
             }
             if let Some(e) = xvfb.gone() {
@@ -415,7 +456,8 @@ fn version_of(bin: &str, args: &[&str]) -> Option<String> {
     if !Path::new(bin).exists() {
         return None;
     }
-    let o = std::process::Command::new(bin).args(args).output().ok()?;
+    // A version that cannot be had in 10 s is recorded as unknown (null), not waited for.
+    let o = crate::proc::output_within(std::process::Command::new(bin).args(args), None, Duration::from_secs(10)).ok()?;
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     // The first line with a dotted version number (Xvfb prints its option list too).
     let dotted = |l: &str| l.as_bytes().windows(3).any(|w| w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit());

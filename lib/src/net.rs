@@ -365,30 +365,27 @@ fn netns_inode() -> u64 {
     std::fs::metadata("/proc/self/ns/net").map(|m| m.ino()).unwrap_or(0)
 }
 
+/// How long one nft call may take (milliseconds, normally).
+const NFT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// `nft list table inet drums`: Ok(listing), or Err(why not) when there is no such table (or nft cannot
 /// list it: replacing it then says why).
 fn list_firewall() -> Result<std::result::Result<String, String>> {
-    let o = std::process::Command::new("nft")
-        .args(["list", "table", "inet", "drums"])
-        .output()
-        .map_err(|e| Error::env(format!("nft (package nftables) is needed for the session firewall: {e}")))?;
+    let o = crate::proc::output_within(std::process::Command::new("nft").args(["list", "table", "inet", "drums"]), None, NFT_TIMEOUT).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut => Error::failed(format!("nft list: {e}")),
+        _ => Error::env(format!("nft (package nftables) is needed for the session firewall: {e}")),
+    })?;
     Ok(if o.status.success() { Ok(String::from_utf8_lossy(&o.stdout).into_owned()) } else { Err(String::from_utf8_lossy(&o.stderr).trim().to_string()) })
 }
 
 /// Replace the table in one transaction: packets see the old table or the new one, never none. (Adding
 /// the table first makes the delete valid when there is none.)
 fn replace_firewall(expected: &str) -> Result<()> {
-    use std::io::Write;
     let input = format!("table inet drums {{}}\ndelete table inet drums\n{expected}");
-    let mut child = std::process::Command::new("nft")
-        .args(["-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::env(format!("nft (package nftables) is needed for the session firewall: {e}")))?;
-    child.stdin.take().unwrap().write_all(input.as_bytes()).map_err(|e| Error::failed(format!("nft: {e}")))?;
-    let o = child.wait_with_output().map_err(|e| Error::failed(format!("nft: {e}")))?;
+    let o = crate::proc::output_within(std::process::Command::new("nft").args(["-f", "-"]), Some(input.as_bytes()), NFT_TIMEOUT).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut => Error::failed(format!("nft -f: {e}")),
+        _ => Error::env(format!("nft (package nftables) is needed for the session firewall: {e}")),
+    })?;
     if !o.status.success() {
         return Err(Error::failed(format!("installing the session firewall: nft -f: {}", String::from_utf8_lossy(&o.stderr).trim())));
     }

@@ -39,6 +39,113 @@ pub fn alive(pid: i32, start: u64) -> bool {
     start_time(pid) == Some(start) && !matches!(state(pid), Some('Z') | Some('X') | None)
 }
 
+/// A process held by a pidfd, opened while it runs: once it has exited and been reaped, by whichever
+/// parent (a session's processes are its init's children, not the tool's), the kernel still tells its
+/// wait status through the pidfd (PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux 6.15).
+pub struct Pidfd(std::os::fd::OwnedFd);
+
+/// struct pidfd_info of <linux/pidfd.h>, its first version (PIDFD_INFO_SIZE_VER0, 64 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    ids: [u32; 11],
+    exit_code: i32,
+}
+const PIDFD_INFO_EXIT: u64 = 1 << 3;
+/// _IOWR(PIDFS_IOCTL_MAGIC 0xFF, 11, struct pidfd_info).
+const PIDFD_GET_INFO: libc::c_ulong = (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as libc::c_ulong) << 16) | (0xFF << 8) | 11;
+
+impl Pidfd {
+    /// The process `pid` started at `start`; None when it is gone (or is another process by now).
+    pub fn open(pid: i32, start: u64) -> Option<Pidfd> {
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return None;
+        }
+        let fd = Pidfd(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) });
+        // Checked after the open: the pidfd names the process that had the pid then.
+        alive(pid, start).then_some(fd)
+    }
+
+    /// How the process ended, as a wait status; None while it runs, before its parent reaped it, or on
+    /// a kernel older than 6.15.
+    pub fn wait_status(&self) -> Option<i32> {
+        let mut info = PidfdInfo { mask: PIDFD_INFO_EXIT, ..Default::default() };
+        let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&self.0), PIDFD_GET_INFO as _, &mut info) };
+        (r == 0 && info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code)
+    }
+}
+
+/// A wait status as words: `exit status N` or `killed by signal N (SIGNAME)`.
+pub fn describe_wait_status(st: i32) -> String {
+    if libc::WIFEXITED(st) {
+        format!("exit status {}", libc::WEXITSTATUS(st))
+    } else if libc::WIFSIGNALED(st) {
+        let sig = libc::WTERMSIG(st);
+        let name = nix::sys::signal::Signal::try_from(sig).map(|s| s.as_str().to_string()).unwrap_or_else(|_| format!("signal {sig}"));
+        format!("killed by signal {sig} ({name}){}", if libc::WCOREDUMP(st) { ", core dumped" } else { "" })
+    } else {
+        format!("wait status {st:#x}")
+    }
+}
+
+/// Run a helper program (`cmd`, given `input` on its standard input) to its end and collect its output,
+/// or kill it once it has run `limit`: a helper that hangs (a wedged nft, a CRIU that waits) must not
+/// hang the tool with it. The error names the program and the limit.
+pub fn output_within(cmd: &mut std::process::Command, input: Option<&[u8]>, limit: std::time::Duration) -> std::io::Result<std::process::Output> {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let name = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    // Readers on threads of their own, so that a full pipe never blocks the child while it is waited for.
+    let read = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut out = vec![];
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut out);
+            }
+            out
+        })
+    };
+    let out = read(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let err = read(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    if let (Some(mut w), Some(data)) = (child.stdin.take(), input) {
+        let data = data.to_vec();
+        // A child that reads nothing cannot block the writer past the kill below: the write fails then.
+        std::thread::spawn(move || {
+            let _ = w.write_all(&data);
+        });
+    }
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if t0.elapsed() >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("{name} did not finish within {limit:?} and was killed")));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    // The child has exited; a grandchild that keeps its pipes open would keep the readers waiting, so
+    // they get what the limit leaves (their threads are left to end with the pipes).
+    let join = |h: std::thread::JoinHandle<Vec<u8>>| {
+        let end = t0 + limit;
+        while !h.is_finished() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if h.is_finished() {
+            h.join().unwrap_or_default()
+        } else {
+            vec![]
+        }
+    };
+    Ok(std::process::Output { status, stdout: join(out), stderr: join(err) })
+}
+
 /// Whether the process `pid` is on its way out: it is (`exiting`), or the init of its PID namespace is.
 /// A killed session's init takes every process of its namespace with it, but signals them only once it
 /// runs its own exit, a moment after kill(2) returned. Such a process leaves its cgroup without anyone's

@@ -31,6 +31,8 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
     let title = opts.title.clone().unwrap_or_else(|| desktop.title.clone());
     crate::nsenter::join(ns.init_pid, crate::nsenter::Kind::Net)?;
     let start = Instant::now();
+    // Every X call of the check ends by then, even when the X server stops answering (crate::x11).
+    let deadline = start + opts.timeout;
     let mut polls = 0;
     let mut display = None;
     let mut last_fraction = None;
@@ -54,7 +56,7 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
         polls += 1;
         failed = vec![];
         if display.is_none() {
-            display = crate::x11::connect(desktop.display).ok();
+            display = crate::x11::connect(desktop.display, deadline).ok();
         }
         match &display {
             None => failed.push("display".to_string()),
@@ -86,7 +88,7 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
         if polls % 25 == 0 {
             crate::cli::progress("drums-ready", &format!("{}: waiting for {} ({:.1} s)", session.id, failed.join(" and "), start.elapsed().as_secs_f64()));
         }
-        std::thread::sleep(opts.interval);
+        std::thread::sleep(opts.interval.min(deadline.saturating_duration_since(Instant::now())));
     }
     let ready = failed.is_empty();
     if let (Some(p), Some(shot)) = (&opts.png, &last_shot) {

@@ -175,13 +175,18 @@ fn finish_clearing(cdp: &mut Cdp, [cookies, jar, storage]: [u64; 3]) -> Result<(
 /// runs while the new renderer starts (it takes about 25 ms of the ~80 ms); any other page could read the
 /// old state while loading, so it is navigated only once the clearing is done. Either way the clearing has
 /// finished when this returns.
+/// How long the browser's part of a reseed may take in all (connection, clearing, navigation, load): it
+/// takes about 0.1 s; a Chromium that has not finished in this long does not answer, and the reseed ends
+/// with an error (drums-reseed(1), EXIT STATUS).
+pub const BROWSER_TIMEOUT: Duration = Duration::from_secs(20);
+
 pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool, erased_at_dump: Option<&crate::record::BrowserErased>) -> Result<BrowserReseed> {
     let mut b = BrowserReseed { clean, ..Default::default() };
     if !clean {
         b.note = Some("checkpoint not declared clean: browser state kept by design".into());
         return Ok(b);
     }
-    let mut cdp = Cdp::connect(init_pid, port, Duration::from_secs(10))?;
+    let mut cdp = Cdp::connect(init_pid, port, Instant::now() + BROWSER_TIMEOUT)?;
     let (_, page) = cdp.attach_page()?;
     // Not waited for: the page session handles its commands in order, so the load event of the
     // navigation below is reported.

@@ -3,21 +3,124 @@
 //! namespace, which reaches Xvfb's abstract socket (`@/tmp/.X11-unix/XN`) with DISPLAY=:N; the guest
 //! (drums-guest) stands on it from inside the session for its screenshots, pointer and windows.
 
+//!
+//! No call here waits past its display's deadline: the connection is made on a socket of our own, and a
+//! watchdog thread shuts that socket down when the deadline passes, so that xcb's blocking reads (the
+//! connection setup, every reply) end with a connection error even when the X server never answers (a
+//! stopped Xvfb accepts connections in the kernel's backlog and then says nothing).
+
 use crate::error::{Error, IoContext, Result};
 use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 use xcb::{x, XidNew};
 
 pub struct Display {
+    // Declared first so that it is dropped first: its thread is stopped before the connection closes.
+    watchdog: Watchdog,
     pub conn: xcb::Connection,
     pub root: x::Window,
     pub width: u16,
     pub height: u16,
+    name: String,
 }
 
-/// A session's display `:N`.
-pub fn connect(display: u32) -> Result<Display> {
-    Display::open(&format!(":{display}"), false)
+/// A session's display `:N`, every call on it bounded by `deadline`.
+pub fn connect(display: u32, deadline: Instant) -> Result<Display> {
+    Display::open(&format!(":{display}"), false, deadline)
+}
+
+/// Shuts a socket down (both directions) once its deadline passes: whatever blocks on it then returns.
+struct Watchdog {
+    state: Arc<(Mutex<WatchState>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct WatchState {
+    deadline: Instant,
+    fired: bool,
+    stop: bool,
+}
+
+impl Watchdog {
+    /// Watch `socket` (a descriptor of its own, so that the number stays valid as long as the watchdog).
+    fn new(socket: OwnedFd, deadline: Instant) -> Result<Watchdog> {
+        let state = Arc::new((Mutex::new(WatchState { deadline, fired: false, stop: false }), Condvar::new()));
+        let st = state.clone();
+        let thread = std::thread::Builder::new()
+            .name("x11-deadline".into())
+            .spawn(move || {
+                let (lock, cv) = &*st;
+                let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
+                while !g.stop {
+                    let now = Instant::now();
+                    if !g.fired && now >= g.deadline {
+                        unsafe { libc::shutdown(socket.as_raw_fd(), libc::SHUT_RDWR) };
+                        g.fired = true;
+                    }
+                    let wait = if g.fired { Duration::from_secs(3600) } else { g.deadline - now };
+                    g = cv.wait_timeout(g, wait).unwrap_or_else(|e| e.into_inner()).0;
+                }
+            })
+            .map_err(|e| Error::failed(format!("start the X deadline thread: {e}")))?;
+        Ok(Watchdog { state, thread: Some(thread) })
+    }
+    fn fired(&self) -> bool {
+        self.state.0.lock().unwrap_or_else(|e| e.into_inner()).fired
+    }
+    fn set(&self, deadline: Instant) {
+        self.state.0.lock().unwrap_or_else(|e| e.into_inner()).deadline = deadline;
+        self.state.1.notify_all();
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.state.0.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        self.state.1.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `:N` or `:N.S`: (N, S). Only local displays: Drums' X servers listen on no TCP port (-nolisten tcp).
+fn parse_display(name: &str) -> Result<(u32, usize)> {
+    let bad = || Error::failed(format!("X display {name}: expected :N or :N.S (a local display)"));
+    let rest = name.strip_prefix(':').ok_or_else(bad)?;
+    let (n, s) = rest.split_once('.').unwrap_or((rest, "0"));
+    Ok((n.parse().map_err(|_| bad())?, s.parse().map_err(|_| bad())?))
+}
+
+/// A stream socket connected to X server `n`, as libxcb connects (the abstract socket, and the file in
+/// /tmp/.X11-unix only when there is no abstract one), without blocking past `deadline`: a server whose
+/// listen backlog is full (stopped, with connections piling up) refuses a non-blocking connect with
+/// EAGAIN, which is retried on the same socket name until then (never on the file, which on the host
+/// side could be another server's).
+fn connect_socket(n: u32, deadline: Instant) -> Result<OwnedFd> {
+    use nix::errno::Errno;
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    let path = format!("/tmp/.X11-unix/X{n}");
+    let attempt = |addr: &UnixAddr| -> std::result::Result<OwnedFd, Errno> {
+        let fd = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK, None)?;
+        connect(fd.as_raw_fd(), addr)?;
+        // Blocking again for xcb, which sets its own flags; the watchdog bounds its waits.
+        let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()));
+        Ok(fd)
+    };
+    let err = |e: Errno| Error::failed(format!("connect to X display :{n}: {e}"));
+    let abstract_addr = UnixAddr::new_abstract(path.as_bytes()).map_err(err)?;
+    let mut addr = abstract_addr;
+    loop {
+        match attempt(&addr) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::EAGAIN) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5).min(deadline.saturating_duration_since(Instant::now()))),
+            Err(Errno::ECONNREFUSED | Errno::ENOENT) if addr == abstract_addr => addr = UnixAddr::new(path.as_str()).map_err(err)?,
+            Err(e) => return Err(err(e)),
+        }
+    }
 }
 
 /// A screenshot as the X server sent it: 32 bits per pixel, blue, green, red, unused. Kept that way
@@ -46,22 +149,44 @@ pub enum WindowOp {
     Close,
 }
 
-fn xerr(what: &str) -> impl Fn(xcb::Error) -> Error + '_ {
-    move |e| Error::failed(format!("X {what}: {e}"))
-}
-
 impl Display {
     /// Connect to `name`, a DISPLAY value (`:N`). `cursor` also asks for XFixes, which `screenshot_png`
-    /// needs to draw the cursor; a server without it still connects.
-    pub fn open(name: &str, cursor: bool) -> Result<Display> {
+    /// needs to draw the cursor; a server without it still connects. The connection and every call on it
+    /// end by `deadline` (see the module's comment); `set_deadline` moves it.
+    pub fn open(name: &str, cursor: bool, deadline: Instant) -> Result<Display> {
+        let (n, screen) = parse_display(name)?;
+        let socket = connect_socket(n, deadline)?;
+        let watched = socket.try_clone().map_err(|e| Error::failed(format!("dup the X socket: {e}")))?;
+        let watchdog = Watchdog::new(watched, deadline)?;
         let optional: &[xcb::Extension] = if cursor { &[xcb::Extension::XFixes] } else { &[] };
-        let (conn, n) = xcb::Connection::connect_with_extensions(Some(name), &[], optional)
-            .map_err(|e| Error::failed(format!("connect to X display {name}: {e}")))?;
-        let (root, width, height) = {
-            let screen = conn.get_setup().roots().nth(n.max(0) as usize).ok_or_else(|| Error::failed(format!("X display {name} has no screen {n}")))?;
-            (screen.root(), screen.width_in_pixels(), screen.height_in_pixels())
+        // No authorization: Drums' X servers run without -auth, and this is only ever a session's own.
+        let conn = match xcb::Connection::connect_with_fd_and_extensions(socket, None, &[], optional) {
+            Ok(c) => c,
+            Err(_) if watchdog.fired() => return Err(Error::failed(format!("X display {name} did not complete the connection setup by its deadline (the X server does not answer)"))),
+            Err(e) => return Err(Error::failed(format!("connect to X display {name}: {e}"))),
         };
-        Ok(Display { conn, root, width, height })
+        let (root, width, height) = {
+            let s = conn.get_setup().roots().nth(screen).ok_or_else(|| Error::failed(format!("X display {name} has no screen {screen}")))?;
+            (s.root(), s.width_in_pixels(), s.height_in_pixels())
+        };
+        Ok(Display { watchdog, conn, root, width, height, name: name.to_string() })
+    }
+
+    /// Bound every later call on this display by `deadline` instead. A display whose deadline has passed
+    /// is closed: every call fails.
+    pub fn set_deadline(&self, deadline: Instant) {
+        self.watchdog.set(deadline);
+    }
+
+    /// The error of a failed X call: a deadline that passed is said as such.
+    fn xerr<'a>(&'a self, what: &'a str) -> impl Fn(xcb::Error) -> Error + 'a {
+        move |e| {
+            if self.watchdog.fired() {
+                Error::failed(format!("X {what} on {}: no answer by the deadline (the X server does not answer)", self.name))
+            } else {
+                Error::failed(format!("X {what}: {e}"))
+            }
+        }
     }
 
     /// Rows `y..y + height` of the root window, handed to `f` as BGRX whatever the server's byte order.
@@ -75,7 +200,7 @@ impl Display {
             height,
             plane_mask: u32::MAX,
         });
-        let reply = self.conn.wait_for_reply(c).map_err(xerr("GetImage"))?;
+        let reply = self.conn.wait_for_reply(c).map_err(self.xerr("GetImage"))?;
         let setup = self.conn.get_setup();
         let bpp = setup.pixmap_formats().iter().find(|f| f.depth() == reply.depth()).map_or(0, |f| f.bits_per_pixel());
         if bpp != 32 || !(reply.depth() == 24 || reply.depth() == 32) {
@@ -130,19 +255,24 @@ impl Display {
     }
 
     pub fn pointer(&self) -> Result<(i16, i16)> {
-        let r = self.conn.wait_for_reply(self.conn.send_request(&x::QueryPointer { window: self.root })).map_err(xerr("QueryPointer"))?;
+        let r = self.conn.wait_for_reply(self.conn.send_request(&x::QueryPointer { window: self.root })).map_err(self.xerr("QueryPointer"))?;
         Ok((r.root_x(), r.root_y()))
     }
 
     fn atom(&self, name: &str) -> Result<x::Atom> {
         let c = self.conn.send_request(&x::InternAtom { only_if_exists: false, name: name.as_bytes() });
-        Ok(self.conn.wait_for_reply(c).map_err(|e| Error::failed(format!("X InternAtom {name}: {e}")))?.atom())
+        Ok(self.conn.wait_for_reply(c).map_err(self.xerr(&format!("InternAtom {name}")))?.atom())
     }
 
-    /// A property of any type; None when it is not there or the window went away.
-    fn property(&self, w: x::Window, prop: x::Atom) -> Option<x::GetPropertyReply> {
+    /// A property of any type; None when it is not there or the window went away (an X protocol error);
+    /// an error when the connection failed or its deadline passed.
+    fn property(&self, w: x::Window, prop: x::Atom) -> Result<Option<x::GetPropertyReply>> {
         let c = self.conn.send_request(&x::GetProperty { delete: false, window: w, property: prop, r#type: x::ATOM_ANY, long_offset: 0, long_length: 1 << 20 });
-        self.conn.wait_for_reply(c).ok()
+        match self.conn.wait_for_reply(c) {
+            Ok(r) => Ok(Some(r)),
+            Err(xcb::Error::Protocol(_)) => Ok(None),
+            Err(e) => Err(self.xerr("GetProperty")(e)),
+        }
     }
 
     /// The window manager's client windows (_NET_CLIENT_LIST), each with its title (_NET_WM_NAME, else
@@ -150,28 +280,26 @@ impl Display {
     pub fn client_windows(&self) -> Result<Option<Vec<Window>>> {
         let client_list = self.atom("_NET_CLIENT_LIST")?;
         let net_wm_name = self.atom("_NET_WM_NAME")?;
-        let ids: Vec<u32> = match self.property(self.root, client_list) {
+        let ids: Vec<u32> = match self.property(self.root, client_list)? {
             Some(r) if r.format() == 32 => r.value::<u32>().to_vec(),
             _ => return Ok(None),
         };
         let text = |r: x::GetPropertyReply| String::from_utf8_lossy(r.value::<u8>()).into_owned();
-        let windows = ids
-            .into_iter()
-            .map(|id| {
-                let w = x::Window::new(id);
-                let title = self
-                    .property(w, net_wm_name)
-                    .filter(|r| r.format() == 8 && !r.value::<u8>().is_empty())
-                    .or_else(|| self.property(w, x::ATOM_WM_NAME))
-                    .map(text)
-                    .unwrap_or_default();
-                let class_parts: Vec<String> = self
-                    .property(w, x::ATOM_WM_CLASS)
-                    .map(|r| r.value::<u8>().split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect())
-                    .unwrap_or_default();
-                Window { id, title, class: class_parts.join("."), class_parts }
-            })
-            .collect();
+        let mut windows = Vec::with_capacity(ids.len());
+        for id in ids {
+            let w = x::Window::new(id);
+            let title = match self.property(w, net_wm_name)?.filter(|r| r.format() == 8 && !r.value::<u8>().is_empty()) {
+                Some(r) => Some(r),
+                None => self.property(w, x::ATOM_WM_NAME)?,
+            }
+            .map(text)
+            .unwrap_or_default();
+            let class_parts: Vec<String> = self
+                .property(w, x::ATOM_WM_CLASS)?
+                .map(|r| r.value::<u8>().split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect())
+                .unwrap_or_default();
+            windows.push(Window { id, title, class: class_parts.join("."), class_parts });
+        }
         Ok(Some(windows))
     }
 
@@ -181,7 +309,7 @@ impl Display {
     }
 
     pub fn window_size(&self, w: &Window) -> Result<(u16, u16)> {
-        let g = self.conn.wait_for_reply(self.conn.send_request(&x::GetGeometry { drawable: x::Drawable::Window(x::Window::new(w.id)) })).map_err(xerr("GetGeometry"))?;
+        let g = self.conn.wait_for_reply(self.conn.send_request(&x::GetGeometry { drawable: x::Drawable::Window(x::Window::new(w.id)) })).map_err(self.xerr("GetGeometry"))?;
         Ok((g.width(), g.height()))
     }
 
@@ -201,7 +329,7 @@ impl Display {
                 event_mask: x::EventMask::SUBSTRUCTURE_NOTIFY | x::EventMask::SUBSTRUCTURE_REDIRECT,
                 event: &ev,
             })
-            .map_err(|e| Error::failed(format!("SendEvent to the window manager: {e}")))?;
+            .map_err(|e| self.xerr("SendEvent to the window manager")(e.into()))?;
         if op == WindowOp::Activate {
             // openbox maps and raises on _NET_ACTIVE_WINDOW; raising explicitly covers window managers that only focus.
             let _ = self.conn.send_and_check_request(&x::ConfigureWindow { window: target, value_list: &[x::ConfigWindow::StackMode(x::StackMode::Above)] });

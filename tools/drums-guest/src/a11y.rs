@@ -10,7 +10,7 @@ use super::Guest;
 use std::time::Duration;
 
 const SCRIPT: &str = include_str!("a11y.py");
-const TIMEOUT: Duration = Duration::from_secs(60);
+pub const TIMEOUT: Duration = Duration::from_secs(60);
 
 pub async fn tree(g: &Guest) -> Result<String, String> {
     walk(g, &[]).await

@@ -9,9 +9,14 @@ use drums::x11::Display;
 
 pub type XResult<T> = std::result::Result<T, String>;
 
-/// Open `display` (with XFixes when `cursor`), run `f` on it, and close it.
+/// How long one request's X work (connecting included) may take: a screenshot takes tens of
+/// milliseconds; an X server that does not answer in this long is stopped or wedged, and the request gets
+/// its error instead of waiting with it.
+pub const X_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Open `display` (with XFixes when `cursor`), run `f` on it, and close it, all within X_TIMEOUT.
 fn with_display<T>(display: &str, cursor: bool, f: impl FnOnce(&Display) -> drums::Result<T>) -> XResult<T> {
-    Display::open(display, cursor).and_then(|d| f(&d)).map_err(|e| e.to_string())
+    Display::open(display, cursor, std::time::Instant::now() + X_TIMEOUT).and_then(|d| f(&d)).map_err(|e| e.to_string())
 }
 
 pub fn screen_size(display: &str) -> XResult<(u16, u16)> {

@@ -46,6 +46,9 @@ pub struct Spec<'a> {
 /// `cmd &` from costing the whole 120 s.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 
+/// How long a killed child is waited for before the answer goes out without its reaping.
+pub const KILL_WAIT: Duration = Duration::from_secs(5);
+
 /// Split a command string as Python's `shlex.split` does (POSIX mode, comments off).
 pub fn shlex_split(s: &str) -> Result<Vec<String>, String> {
     let mut out = vec![];
@@ -228,7 +231,10 @@ pub async fn run(spec: Spec<'_>) -> Result<Outcome, RunError> {
         Ok(Err(e)) => return Err(RunError::Spawn(e)),
         Err(_) => {
             kill_group(pgid);
-            let _ = child.wait().await;
+            // The child itself too, should it have left its group; reaped if it goes in KILL_WAIT (a
+            // process in uninterruptible sleep dies only when that ends: tokio reaps it later).
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(KILL_WAIT, child.wait()).await;
             return Err(RunError::Timeout);
         }
     };

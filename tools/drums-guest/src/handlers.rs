@@ -67,8 +67,46 @@ pub fn router(g: Arc<Guest>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn(bounded))
         .layer(axum::middleware::from_fn(access_log))
         .with_state(g)
+}
+
+/// Added to an endpoint's own longest wait for its time limit: answering, reading a small body.
+const LIMIT_MARGIN: Duration = Duration::from_secs(5);
+
+/// The time limit of an endpoint whose waits are all of fixed length: the sum of its own bounded waits
+/// (X calls display::X_TIMEOUT, children their timeouts) plus LIMIT_MARGIN. None for the endpoints whose
+/// caller sets the wait (/run_bash_script's `timeout`, /setup/open_file's `timeout_seconds`,
+/// /execute_with_verification's /execute then `max_wait_time`, each bounded by its own deadline) and for
+/// the transfers (/file, /setup/upload), which last as long as the data takes to move.
+pub fn time_limit(path: &str) -> Option<Duration> {
+    let x = display::X_TIMEOUT;
+    let limit = match path {
+        "/execute" | "/setup/execute" => EXECUTE_TIMEOUT,
+        "/run_python" => PYTHON_TIMEOUT,
+        "/accessibility" | "/terminal" => super::a11y::TIMEOUT,
+        "/start_recording" => x + RECORDER_START + Duration::from_secs(1),
+        "/end_recording" => RECORDER_STOP + exec::KILL_WAIT + RECORDING_READY,
+        "/wallpaper" | "/setup/change_wallpaper" => GSETTINGS_TIMEOUT,
+        "/screenshot" | "/screen_size" | "/cursor_position" | "/window_size" | "/setup/activate_window" | "/setup/close_window" => x,
+        // Work on the session's own files and processes only: no peer to wait for, but a large tree.
+        "/platform" | "/desktop_path" | "/list_directory" | "/setup/launch" | "/drums/rng" => Duration::from_secs(55),
+        _ => return None,
+    };
+    Some(limit + LIMIT_MARGIN)
+}
+
+/// Every endpoint with a fixed time limit (`time_limit`) answers within it: past it the request gets
+/// OSWorld's error shape (500, status error) naming the limit, whatever it was waiting on. The endpoint's
+/// own deadlines come first; this is the bound behind them.
+async fn bounded(req: Request, next: axum::middleware::Next) -> Response {
+    let path = req.uri().path().to_string();
+    let Some(limit) = time_limit(&path) else { return next.run(req).await };
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => json_at(500, json!({"status": "error", "message": format!("{path} did not finish within {} s (drums-guest's time limit for it) and was abandoned", limit.as_secs())})),
+    }
 }
 
 async fn access_log(req: Request, next: axum::middleware::Next) -> Response {
@@ -795,16 +833,22 @@ async fn end_recording(State(g): G) -> Response {
     }
     let Some(mut w) = rec.take() else { return json_at(400, json!({"status": "error", "message": "No recording in progress to stop."})) };
     drop(rec);
+    let stop = Instant::now() + RECORDER_STOP;
     if let Some(mut stdin) = w.stdin.take() {
         use tokio::io::AsyncWriteExt;
-        let _ = stdin.write_all(b"q\n").await;
-        let _ = stdin.flush().await;
+        // Within the stop's time: a stopped recorder that reads nothing must not hold the answer.
+        let _ = tokio::time::timeout_at(stop.into(), async {
+            let _ = stdin.write_all(b"q\n").await;
+            let _ = stdin.flush().await;
+        })
+        .await;
     }
-    if tokio::time::timeout(RECORDER_STOP, w.child.wait()).await.is_err() {
+    if tokio::time::timeout_at(stop.into(), w.child.wait()).await.is_err() {
         if let Some(pid) = w.child.id() {
             unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
         }
-        let _ = w.child.wait().await;
+        let _ = w.child.start_kill();
+        let _ = tokio::time::timeout(exec::KILL_WAIT, w.child.wait()).await;
         return json_at(500, json!({"status": "error", "message": format!("Recording process was unresponsive and had to be killed. Stderr: {}", w.stderr_text())}));
     }
     match recording_file(&g, RECORDING_READY).await {
@@ -832,6 +876,8 @@ async fn recording_file(g: &Arc<Guest>, wait: Duration) -> Option<Response> {
 
 // ---- wallpaper ---------------------------------------------------------------------------------------
 
+const GSETTINGS_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// `gsettings ARGS` as the user: Ok(stdout) when it exits 0, else Err(why).
 async fn gsettings(g: &Arc<Guest>, args: &[&str]) -> Result<String, String> {
     let Some(bin) = which("gsettings") else {
@@ -839,7 +885,7 @@ async fn gsettings(g: &Arc<Guest>, args: &[&str]) -> Result<String, String> {
     };
     let mut argv = vec![bin.display().to_string()];
     argv.extend(args.iter().map(|a| a.to_string()));
-    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: Duration::from_secs(30), max_output: 1 << 20 };
+    let spec = Spec { argv, acct: &g.acct, display: &g.display, cwd: None, merge_stderr: false, timeout: GSETTINGS_TIMEOUT, max_output: 1 << 20 };
     match exec::run(spec).await {
         Ok(o) if o.code == 0 => Ok(lossy(&o.stdout)),
         Ok(o) => Err(format!("gsettings {} exited {}: {}", args.join(" "), o.code, lossy(&o.stderr).trim())),

@@ -14,6 +14,7 @@ mod rng;
 pub mod user;
 mod display;
 
+pub use display::X_TIMEOUT;
 pub use exec::shlex_split;
 
 use drums::{Error, Result};
