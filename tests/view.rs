@@ -1,0 +1,226 @@
+//! drums-view on real sessions: a session's VNC server seen by a VNC client of this test (the RFB 3.8
+//! handshake and one raw framebuffer update) against the session's own guest /screenshot; who may
+//! connect (root yes, a user outside group drums no); and the overview page in a real browser
+//! (Debian's Chromium driven through chromedriver's WebDriver API).
+
+use drums_tests::*;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A screen as 8-bit RGB.
+struct Screen {
+    width: usize,
+    height: usize,
+    rgb: Vec<u8>,
+}
+
+fn read_exact(s: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    s.read_exact(&mut b).unwrap_or_else(|e| panic!("RFB: reading {n} bytes: {e}"));
+    b
+}
+
+/// The whole screen through RFB 3.8 with no authentication, asking for raw 32-bit true colour only.
+fn rfb_screen(addr: &str) -> Screen {
+    let mut s = TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(5)).unwrap_or_else(|e| panic!("connect to the VNC server {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let version = read_exact(&mut s, 12);
+    assert!(version.starts_with(b"RFB 003."), "not an RFB server: {:?}", String::from_utf8_lossy(&version));
+    s.write_all(b"RFB 003.008\n").unwrap();
+    let n = read_exact(&mut s, 1)[0] as usize;
+    assert!(n > 0, "the server refused the connection");
+    let types = read_exact(&mut s, n);
+    assert!(types.contains(&1), "the server offers no security type None: {types:?}");
+    s.write_all(&[1]).unwrap();
+    assert_eq!(read_exact(&mut s, 4), vec![0, 0, 0, 0], "security result");
+    s.write_all(&[1]).unwrap(); // ClientInit, shared
+    let init = read_exact(&mut s, 24);
+    let (width, height) = (u16::from_be_bytes([init[0], init[1]]) as usize, u16::from_be_bytes([init[2], init[3]]) as usize);
+    let name_len = u32::from_be_bytes([init[20], init[21], init[22], init[23]]) as usize;
+    read_exact(&mut s, name_len);
+    // SetPixelFormat: 32 bpp, depth 24, little endian, true colour, 255 each, red at 16, green 8, blue 0.
+    let mut pf = vec![0u8, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0];
+    s.write_all(&pf).unwrap();
+    pf.clear();
+    // SetEncodings: raw only.
+    s.write_all(&[2, 0, 0, 1, 0, 0, 0, 0]).unwrap();
+    // FramebufferUpdateRequest, not incremental, the whole screen.
+    let mut req = vec![3u8, 0, 0, 0, 0, 0];
+    req.extend_from_slice(&(width as u16).to_be_bytes());
+    req.extend_from_slice(&(height as u16).to_be_bytes());
+    s.write_all(&req).unwrap();
+    let mut rgb = vec![0u8; width * height * 3];
+    let mut covered = 0usize;
+    while covered < width * height {
+        let kind = read_exact(&mut s, 1)[0];
+        match kind {
+            0 => {
+                let h = read_exact(&mut s, 3);
+                let rects = u16::from_be_bytes([h[1], h[2]]);
+                for _ in 0..rects {
+                    let r = read_exact(&mut s, 12);
+                    let be = |i: usize| u16::from_be_bytes([r[i], r[i + 1]]) as usize;
+                    let (x, y, w, h) = (be(0), be(2), be(4), be(6));
+                    let enc = i32::from_be_bytes([r[8], r[9], r[10], r[11]]);
+                    assert_eq!(enc, 0, "the server sent encoding {enc}, not raw");
+                    let px = read_exact(&mut s, w * h * 4);
+                    for row in 0..h {
+                        for col in 0..w {
+                            let p = &px[(row * w + col) * 4..];
+                            let o = ((y + row) * width + x + col) * 3;
+                            rgb[o..o + 3].copy_from_slice(&[p[2], p[1], p[0]]);
+                        }
+                    }
+                    covered += w * h;
+                }
+            }
+            2 => {} // Bell
+            3 => {
+                let h = read_exact(&mut s, 7);
+                read_exact(&mut s, u32::from_be_bytes([h[3], h[4], h[5], h[6]]) as usize);
+            }
+            other => panic!("RFB: unexpected server message {other}"),
+        }
+    }
+    Screen { width, height, rgb }
+}
+
+/// GET `url` (http://host:port/path): status and body, as bytes.
+fn get_bytes(url: &str) -> (u16, Vec<u8>) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let mut s = TcpStream::connect_timeout(&hostport.parse::<SocketAddr>().unwrap(), Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = vec![];
+    let _ = s.read_to_end(&mut out);
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
+    let head = String::from_utf8_lossy(&out[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, out[split + 4..].to_vec())
+}
+
+fn decode_png(bytes: &[u8]) -> Screen {
+    let mut dec = png::Decoder::new(std::io::Cursor::new(bytes));
+    dec.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    let mut r = dec.read_info().expect("a PNG");
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let ch = info.color_type.samples();
+    let rgb = buf[..info.buffer_size()].chunks(ch).flat_map(|p| [p[0], p[1], p[2]]).collect();
+    Screen { width: info.width as usize, height: info.height as usize, rgb }
+}
+
+/// The guest's own screenshot of the session (GET /screenshot).
+fn guest_screen(s: &drums::record::Session) -> Screen {
+    let url = s.desktop.as_ref().unwrap().guest_url.clone().unwrap();
+    let (status, body) = get_bytes(&format!("{url}/screenshot"));
+    assert_eq!(status, 200, "guest /screenshot");
+    decode_png(&body)
+}
+
+/// Fraction of pixels whose colour differs by more than `tol` in any channel.
+fn differing(a: &Screen, b: &Screen, tol: u8) -> f64 {
+    assert_eq!((a.width, a.height), (b.width, b.height), "screen sizes");
+    let n = a.width * a.height;
+    let d = a.rgb.chunks(3).zip(b.rgb.chunks(3)).filter(|(p, q)| p.iter().zip(q.iter()).any(|(x, y)| x.abs_diff(*y) > tol)).count();
+    d as f64 / n as f64
+}
+
+/// The VNC server's pixels against the guest's screenshot: at most this fraction of pixels may differ by
+/// more than 16 levels in a channel. The guest draws the pointer into its screenshot (XFixes) and x11vnc
+/// into its framebuffer, each at its own moment: the pointer's 16x16 cell and a blinking caret are
+/// about 0.03% of a 1280x800 screen, and 0.5% leaves room for one more small redraw between the two reads.
+const PIXEL_TOLERANCE: f64 = 0.005;
+
+/// A TCP connection to `addr` as `user` (its uid and groups; None: root): "connected" or "failed ...".
+fn connect_as(user: Option<&str>, addr: &str) -> String {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let py = ["/usr/bin/python3", "-c", "import socket, sys\ntry:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), 3)\n    print('connected')\nexcept Exception as e:\n    print('failed', type(e).__name__, e)\n", host, port];
+    let o = match user {
+        None => Command::new(py[0]).args(&py[1..]).output().unwrap(),
+        Some(u) => {
+            let gid = String::from_utf8(Command::new("id").args(["-g", u]).output().unwrap().stdout).unwrap();
+            Command::new("setpriv").args([format!("--reuid={u}"), format!("--regid={}", gid.trim()), "--init-groups".into()]).args(py).current_dir("/").output().unwrap()
+        }
+    };
+    assert!(o.status.success(), "{user:?}: {}", text(&o.stderr));
+    text(&o.stdout).trim().to_string()
+}
+
+fn outsider() -> &'static str {
+    let allowed = drums::net::allowed_uids().unwrap();
+    let uid: u32 = String::from_utf8(Command::new("id").args(["-u", "nobody"]).output().unwrap().stdout).unwrap().trim().parse().unwrap();
+    assert!(!allowed.contains(&uid), "nobody is in group drums: this test needs a user who is not");
+    "nobody"
+}
+
+fn vnc_record(args: &[&str]) -> drums::view::Vnc {
+    one(&run_ok("drums-view", args, ""))
+}
+
+#[test]
+fn a_session_s_vnc_server_shows_its_screen_to_root_and_drums_only() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (_, s) = cold_session(&mut guard);
+    let before = vnc_record(&["stop", "--session", &s.id]);
+    assert!(!before.running && before.stopped == 0, "a fresh session runs no VNC server: {}", json(&before));
+
+    let t0 = Instant::now();
+    let v = vnc_record(&["vnc", "--session", &s.id]);
+    let start_wall = t0.elapsed().as_secs_f64();
+    assert!(v.running && v.started && v.input == Some(false), "{}", json(&v));
+    assert_eq!(v.port, Some(drums::view::VNC_PORT));
+    let addr = format!("{}:{}", v.addr.clone().unwrap(), v.port.unwrap());
+    assert_eq!(addr.split(':').next(), Some(s.net.as_ref().unwrap().session_addr.as_str()), "the server listens on the session's address");
+    eprintln!("vnc: started in {:.3} s (x11vnc to listening socket), {start_wall:.3} s for the whole drums-view run", v.start_s.unwrap());
+
+    // Asked again in the same mode: the running server, not a second one.
+    let again = vnc_record(&["vnc", "--session", &s.id]);
+    assert!(again.running && !again.started && again.host_pid == v.host_pid, "{}", json(&again));
+
+    let vnc = rfb_screen(&addr);
+    let guest = guest_screen(&s);
+    let d = differing(&vnc, &guest, 16);
+    eprintln!("vnc: {}x{}, {:.4} % of pixels differ from the guest's /screenshot by more than 16 levels", vnc.width, vnc.height, d * 100.0);
+    assert!(d <= PIXEL_TOLERANCE, "the VNC screen differs from the guest's screenshot in {:.3} % of pixels", d * 100.0);
+    // A screen that is not blank: the comparison above compared something.
+    let dark = vnc.rgb.chunks(3).filter(|p| p.iter().all(|c| *c < 8)).count() as f64 / (vnc.width * vnc.height) as f64;
+    assert!(dark < 0.9, "the VNC screen is {:.0} % black", dark * 100.0);
+
+    // Who may connect: the firewall's owner rule, as for the guest.
+    assert_eq!(connect_as(None, &addr), "connected", "root");
+    let r = connect_as(Some(outsider()), &addr);
+    assert!(r.starts_with("failed"), "a user outside group drums connected to the VNC server: {r}");
+
+    let stopped = vnc_record(&["stop", "--session", &s.id]);
+    assert!(!stopped.running && stopped.stopped == 1, "{}", json(&stopped));
+    assert!(connect_as(None, &addr).starts_with("failed"), "the VNC server still answers after stop");
+
+    // With input, the server is replaced by one that takes it.
+    let with_input = vnc_record(&["vnc", "--session", &s.id, "--input"]);
+    assert!(with_input.running && with_input.started && with_input.input == Some(true), "{}", json(&with_input));
+    let replaced = vnc_record(&["vnc", "--session", &s.id]);
+    assert!(replaced.started && replaced.stopped == 1 && replaced.input == Some(false), "{}", json(&replaced));
+}
+
+#[test]
+fn a_bad_session_id_is_bad_input() {
+    let o = run("drums-view", &["vnc", "--session", "../etc"], "");
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let o = run("drums-view", &["vnc", "--session", "d-0000000000000000"], "");
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+}
+
+#[test]
+fn serve_refuses_an_address_the_firewall_does_not_close() {
+    for listen in ["0.0.0.0:3786", "127.0.0.1:8080"] {
+        let o = run("drums-view", &["serve", "--listen", listen], "");
+        assert_eq!(o.status.code(), Some(2), "{listen}: {}", text(&o.stderr));
+    }
+}
