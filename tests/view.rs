@@ -224,3 +224,257 @@ fn serve_refuses_an_address_the_firewall_does_not_close() {
         assert_eq!(o.status.code(), Some(2), "{listen}: {}", text(&o.stderr));
     }
 }
+
+/// `drums-view serve` on a test port, killed when dropped.
+struct Serve(Child);
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const TEST_PORT: u16 = 3795;
+
+fn serve() -> (Serve, String) {
+    let mut child = Command::new(tool("drums-view")).args(["serve", "--listen", &format!("127.0.0.1:{TEST_PORT}")]).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let rec: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("drums-view serve printed {line:?}: {e}"));
+    assert_eq!(rec["type"], "view_serving", "{line}");
+    (Serve(child), rec["url"].as_str().unwrap().trim_end_matches('/').to_string())
+}
+
+
+/// One WebDriver request: chromedriver keeps connections open whatever the request says, so the answer
+/// is read by its Content-Length, not to the end of the stream. (status, body)
+fn wd(method: &str, url: &str, body: Option<&Value>) -> (u16, String) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap();
+    let mut s = TcpStream::connect_timeout(&hostport.parse::<SocketAddr>().unwrap(), Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut r = std::io::BufReader::new(s);
+    let mut status_line = String::new();
+    std::io::BufRead::read_line(&mut r, &mut status_line).unwrap();
+    let status = status_line.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let mut len = 0usize;
+    loop {
+        let mut h = String::new();
+        std::io::BufRead::read_line(&mut r, &mut h).unwrap();
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap();
+            }
+        }
+    }
+    let mut out = vec![0u8; len];
+    r.read_exact(&mut out).unwrap();
+    (status, String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Debian's Chromium, headless, driven through chromedriver's WebDriver API (W3C, over HTTP on loopback).
+struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+    profile: std::path::PathBuf,
+}
+
+impl Browser {
+    fn start() -> Browser {
+        for p in ["/usr/bin/chromedriver", "/usr/bin/chromium"] {
+            assert!(std::path::Path::new(p).exists(), "{p} is missing: Debian's chromium-driver and chromium (pipelines/setup.sh installs them)");
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let driver = Command::new("/usr/bin/chromedriver").arg(format!("--port={port}")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let profile = std::env::temp_dir().join(format!("drums-view-test-{}", std::process::id()));
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium",
+            // As root, Chromium runs only without its sandbox; the page is the test's own.
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,1200", format!("--user-data-dir={}", profile.display())]
+        }}}});
+        let t0 = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "chromedriver did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (status, body) = wd("POST", &format!("{base}/session"), Some(&caps));
+        assert_eq!(status, 200, "chromedriver: new session: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let session = v["value"]["sessionId"].as_str().unwrap().to_string();
+        Browser { driver, base, session, profile }
+    }
+    fn go(&self, url: &str) {
+        let (status, body) = wd("POST", &format!("{}/session/{}/url", self.base, self.session), Some(&json!({"url": url})));
+        assert_eq!(status, 200, "navigate to {url}: {body}");
+    }
+    /// Run `script` (a function body: `return ...`) in the page; its value.
+    fn js(&self, script: &str) -> Value {
+        let (status, body) = wd("POST", &format!("{}/session/{}/execute/sync", self.base, self.session), Some(&json!({"script": script, "args": []})));
+        assert_eq!(status, 200, "script {script}: {body}");
+        serde_json::from_str::<Value>(&body).unwrap()["value"].clone()
+    }
+    /// Run `script` until it returns something other than null or false, for up to `timeout`.
+    fn wait(&self, what: &str, script: &str, timeout: Duration) -> Value {
+        let t0 = Instant::now();
+        loop {
+            let v = self.js(script);
+            if !(v.is_null() || v == json!(false)) {
+                return v;
+            }
+            assert!(t0.elapsed() < timeout, "{what}: not within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    fn screenshot(&self, path: &std::path::Path) {
+        let (status, body) = wd("GET", &format!("{}/session/{}/screenshot", self.base, self.session), None);
+        assert_eq!(status, 200, "screenshot: {body}");
+        let b64 = serde_json::from_str::<Value>(&body).unwrap()["value"].as_str().unwrap().to_string();
+        let o = Command::new("base64").arg("-d").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        o.stdin.as_ref().unwrap().write_all(b64.as_bytes()).unwrap();
+        let out = o.wait_with_output().unwrap();
+        std::fs::write(path, out.stdout).unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = wd("DELETE", &format!("{}/session/{}", self.base, self.session), None);
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// The page's rows: id -> the text of each cell.
+fn rows(b: &Browser) -> std::collections::BTreeMap<String, Vec<String>> {
+    let v = b.js("return [...document.querySelectorAll('#sessions tbody tr')].map(tr => [tr.dataset.session, [...tr.children].map(td => td.innerText)])");
+    v.as_array().unwrap().iter().map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_array().unwrap().iter().map(|c| c.as_str().unwrap_or("").to_string()).collect())).collect()
+}
+
+fn digest(b: &Browser, id: &str) -> Option<String> {
+    b.js(&format!("const i = document.querySelector('tr[data-session=\"{id}\"] img.thumb'); return i ? (i.dataset.digest || null) : null")).as_str().map(str::to_string)
+}
+
+#[test]
+fn the_page_lists_sessions_live_and_follows_their_screens() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (cold_line, cold) = cold_session(&mut guard);
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &cold_line);
+    let ckpt_rec: drums::record::Checkpoint = one(&ckpt);
+    let _ckpt_dir = CheckpointDir(ckpt_rec.dir.clone());
+    let restored = run_ok("drums-restore", &["--count", "2"], &ckpt);
+    guard.add(&restored);
+    let sibs: Vec<drums::record::Session> = decode_lines(run_ok("drums-ready", &[], &run_ok("drums-reseed", &[], &restored)).as_bytes());
+    assert_eq!(sibs.len(), 2);
+    let (_serve, url) = serve();
+    let b = Browser::start();
+
+    b.go(&format!("{url}/"));
+    let first_paint = b.wait("the first overview painted", "return window.drums && window.drums.firstPaintMs", Duration::from_secs(10)).as_f64().unwrap();
+    let fcp = b.js("const e = performance.getEntriesByName('first-contentful-paint')[0]; return e ? e.startTime : null");
+    eprintln!("page: sessions listed and painted {first_paint:.0} ms after navigation start (first contentful paint {fcp} ms)");
+    assert!(first_paint < 1000.0, "first paint of the session list took {first_paint:.0} ms (limit 1000)");
+    b.js("window.notReloaded = 42; return true");
+
+    // Every session with its fields: owner, age, checkpoint (restored ones), image, readiness, cgroup figures.
+    let all = [&cold, &sibs[0], &sibs[1]];
+    let listed = rows(&b);
+    for s in all {
+        let r = listed.get(&s.id).unwrap_or_else(|| panic!("{} is not listed: {listed:?}", s.id));
+        let cells = r.join(" | ");
+        assert!(r[3].contains(&format!("pid {}", s.owner.pid)) && r[3].contains("alive"), "owner: {cells}");
+        assert!(r[4].ends_with(" s") || r[4].ends_with(" min"), "age: {cells}");
+        if s.restore.is_some() {
+            assert_eq!(r[2].split_whitespace().next(), Some("restored"), "{cells}");
+            assert_eq!(r[5], ckpt_rec.id, "checkpoint: {cells}");
+        } else {
+            assert_eq!(r[5], "cold", "{cells}");
+        }
+        assert!(r[6].starts_with("desktop"), "image: {cells}");
+        assert_eq!(r[7], "ready", "readiness: {cells}");
+        assert!(r[8].ends_with("MiB"), "memory: {cells}");
+        assert!(r[10].parse::<u64>().is_ok_and(|n| n > 0), "tasks: {cells}");
+    }
+    // The CPU share needs two reads: it is there within a few seconds.
+    b.wait("a CPU share for every session", &format!("return [...document.querySelectorAll('#sessions tbody tr')].filter(tr => tr.children[9].innerText.includes('% of a CPU')).length >= 3"), Duration::from_secs(5));
+    let checkpoints = b.js("return document.querySelector('#checkpoints tbody').innerText");
+    assert!(checkpoints.as_str().unwrap().contains(&ckpt_rec.id), "checkpoints table: {checkpoints}");
+
+    // A session made after the page loaded appears, a destroyed one disappears, without a reload.
+    let late_line = run_ok("drums-restore", &[], &ckpt);
+    guard.add(&late_line);
+    let late: drums::record::Session = one(&late_line);
+    let t0 = Instant::now();
+    b.wait("the new session listed", &format!("return !!document.querySelector('tr[data-session=\"{}\"]')", late.id), Duration::from_secs(5));
+    eprintln!("page: a new session listed {:.2} s after drums-restore returned", t0.elapsed().as_secs_f64());
+    run_ok("drums-sweep", &[], &late_line);
+    b.wait("the destroyed session gone", &format!("return !document.querySelector('tr[data-session=\"{}\"]')", late.id), Duration::from_secs(5));
+    assert_eq!(b.js("return window.notReloaded"), json!(42), "the page was reloaded");
+
+    // Thumbnails: each still screen keeps its digest; a window drawn on one changes that one only.
+    b.wait("a thumbnail of every session", "return [...document.querySelectorAll('#sessions img.thumb')].every(i => i.dataset.digest)", Duration::from_secs(10));
+    let mut seen: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(2) {
+        for s in all {
+            seen.entry(s.id.clone()).or_default().extend(digest(&b, &s.id));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let target = &sibs[0];
+    let before = digest(&b, &target.id).unwrap();
+    let guest = target.desktop.as_ref().unwrap().guest_url.clone().unwrap();
+    let tk = "import tkinter as t\nr = t.Tk()\nr.title('drums-view-test')\nr.geometry('900x600+40+40')\nr.configure(bg='#ff00ff')\nr.after(60000, r.destroy)\nr.mainloop()\n";
+    let (status, body) = http("POST", &format!("{guest}/setup/launch"), Some(&json!({"command": ["python3", "-c", tk], "shell": false})), Duration::from_secs(5));
+    assert_eq!(status, 200, "guest /setup/launch: {body}");
+    let t0 = Instant::now();
+    let mut changed_after = None;
+    while t0.elapsed() < Duration::from_secs(2) {
+        if changed_after.is_none() && digest(&b, &target.id).is_some_and(|d| !seen[&target.id].contains(&d) && d != before) {
+            changed_after = Some(t0.elapsed().as_secs_f64());
+        }
+        for s in all.iter().filter(|s| s.id != target.id) {
+            let d = digest(&b, &s.id).unwrap();
+            assert!(seen[&s.id].contains(&d), "the thumbnail of {} changed though nothing was drawn on it", s.id);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let changed_after = changed_after.unwrap_or_else(|| panic!("the thumbnail of {} did not change within 2 s of the window's launch", target.id));
+    eprintln!("page: the thumbnail changed {changed_after:.2} s after the guest launched a window (the window's own start included)");
+    if let Ok(p) = std::env::var("DRUMS_VIEW_SCREENSHOT") {
+        std::thread::sleep(Duration::from_millis(500));
+        b.screenshot(std::path::Path::new(&p));
+    }
+
+    // Destroy from the page, confirmed.
+    let victim = &sibs[1];
+    b.js(&format!("window.confirm = () => true; document.querySelector('tr[data-session=\"{}\"] button[data-action=destroy]').click(); return true", victim.id));
+    b.wait("the session destroyed from the page gone", &format!("return !document.querySelector('tr[data-session=\"{}\"]')", victim.id), Duration::from_secs(20));
+    assert!(!victim.state_dir.exists(), "{} still has its state directory", victim.id);
+    // A destroy without the confirmation header is refused.
+    let (status, _) = http("DELETE", &format!("{url}/api/sessions/{}", cold.id), None, Duration::from_secs(1));
+    assert_eq!(status, 400, "a destroy without X-Drums-Confirm");
+    assert!(cold.state_dir.exists());
+}
+
+#[test]
+fn the_page_is_for_root_and_group_drums_only() {
+    require_root();
+    let (_serve, url) = serve();
+    let (status, body) = http("GET", &format!("{url}/api/overview"), None, Duration::from_secs(5));
+    assert_eq!(status, 200, "root: {body}");
+    let addr = url.trim_start_matches("http://");
+    let r = connect_as(Some(outsider()), addr);
+    assert!(r.starts_with("failed"), "a user outside group drums connected to the page: {r}");
+    assert_eq!(connect_as(None, addr), "connected");
+}
