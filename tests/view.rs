@@ -478,3 +478,94 @@ fn the_page_is_for_root_and_group_drums_only() {
     assert!(r.starts_with("failed"), "a user outside group drums connected to the page: {r}");
     assert_eq!(connect_as(None, addr), "connected");
 }
+
+/// A data: URL's bytes (base64).
+fn data_url_bytes(url: &str) -> Vec<u8> {
+    let b64 = url.split_once(',').expect("a data: URL").1;
+    let mut child = Command::new("base64").arg("-d").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b64.as_bytes()).unwrap();
+    child.wait_with_output().unwrap().stdout
+}
+
+/// The live view of the page (noVNC through drums-view's relay) shows the session's screen: the
+/// canvas's pixels against the guest's /screenshot, with the VNC test's tolerance; with input, a click
+/// in the view reaches the session (a window of the test's turns green when clicked).
+#[test]
+fn the_live_view_shows_the_screen_and_passes_a_click_with_input() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (_, s) = cold_session(&mut guard);
+    let (_serve, url) = serve();
+    let b = Browser::start();
+    b.go(&format!("{url}/live?session={}&input=0", s.id));
+    b.wait("the live view connected", "return window.drumsLive && (window.drumsLive.connected || window.drumsLive.error)", Duration::from_secs(20));
+    assert_eq!(b.js("return window.drumsLive.error"), Value::Null);
+    assert_eq!(b.js("return window.drumsLive.vnc.input"), json!(false), "view only");
+    // The first full update has been drawn once the canvas is not all black.
+    let canvas_png = |b: &Browser| -> Screen {
+        let u = b.js("const c = document.querySelector('#screen canvas'); return c ? c.toDataURL('image/png') : null");
+        decode_png(&data_url_bytes(u.as_str().expect("noVNC's canvas")))
+    };
+    let t0 = Instant::now();
+    let view = loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let v = canvas_png(&b);
+        if v.rgb.chunks(3).filter(|p| p.iter().all(|c| *c < 8)).count() < v.width * v.height * 9 / 10 || t0.elapsed() > Duration::from_secs(10) {
+            break v;
+        }
+    };
+    let guest = guest_screen(&s);
+    let d = differing(&view, &guest, 16);
+    eprintln!("live view: {}x{} canvas, {:.4} % of pixels differ from the guest's /screenshot by more than 16 levels", view.width, view.height, d * 100.0);
+    assert!(d <= PIXEL_TOLERANCE, "the live view differs from the guest's screenshot in {:.3} % of pixels", d * 100.0);
+
+    // With input: a window that turns green when clicked, clicked through the view.
+    let guest_url = s.desktop.as_ref().unwrap().guest_url.clone().unwrap();
+    let tk = "import tkinter as t\nr = t.Tk()\nr.title('drums-view-click')\nr.geometry('400x300+100+100')\nr.configure(bg='#ff0000')\nr.bind('<Button-1>', lambda e: r.configure(bg='#00ff00'))\nr.after(60000, r.destroy)\nr.mainloop()\n";
+    let (status, body) = http("POST", &format!("{guest_url}/setup/launch"), Some(&json!({"command": ["python3", "-c", tk], "shell": false})), Duration::from_secs(5));
+    assert_eq!(status, 200, "guest /setup/launch: {body}");
+    // Where the red window is, on the guest's screen.
+    let find = |colour: [u8; 3]| -> Option<(usize, usize)> {
+        let g = guest_screen(&s);
+        let hits: Vec<usize> = (0..g.width * g.height).filter(|i| g.rgb[i * 3..i * 3 + 3] == colour).collect();
+        (hits.len() > 10_000).then(|| {
+            let (sx, sy) = hits.iter().fold((0, 0), |(x, y), i| (x + i % g.width, y + i / g.width));
+            (sx / hits.len(), sy / hits.len())
+        })
+    };
+    let t0 = Instant::now();
+    let (x, y) = loop {
+        if let Some(p) = find([255, 0, 0]) {
+            break p;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(15), "the test's window did not show");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // A click in the view-only view does nothing.
+    let click = |b: &Browser| {
+        let script = format!(
+            "const c = document.querySelector('#screen canvas'); const r = c.getBoundingClientRect(); \
+             const cx = r.left + {x} * r.width / c.width, cy = r.top + {y} * r.height / c.height; \
+             for (const t of ['mousemove', 'mousedown', 'mouseup']) c.dispatchEvent(new MouseEvent(t, {{clientX: cx, clientY: cy, button: 0, buttons: t === 'mousedown' ? 1 : 0, bubbles: true}})); return true"
+        );
+        b.js(&script);
+    };
+    click(&b);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(find([0, 255, 0]).is_none(), "a click in the view-only view reached the session");
+    b.go(&format!("{url}/live?session={}&input=1", s.id));
+    b.wait("the live view with input connected", "return window.drumsLive && (window.drumsLive.connected || window.drumsLive.error)", Duration::from_secs(20));
+    assert_eq!(b.js("return window.drumsLive.vnc.input"), json!(true), "with input");
+    std::thread::sleep(Duration::from_millis(1000));
+    let t0 = Instant::now();
+    click(&b);
+    loop {
+        if find([0, 255, 0]).is_some() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "a click in the view with input did not reach the session's window");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("live view: a click with input turned the window green {:.2} s later", t0.elapsed().as_secs_f64());
+}
