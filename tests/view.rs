@@ -184,6 +184,11 @@ fn a_session_s_vnc_server_shows_its_screen_to_root_and_drums_only() {
     let again = vnc_record(&["vnc", "--session", &s.id]);
     assert!(again.running && !again.started && again.host_pid == v.host_pid, "{}", json(&again));
 
+    // What an idle server costs, no viewer connected: CPU over 3 s and resident memory.
+    let hp = v.host_pid.unwrap() as u32;
+    let (c0, t0) = (cpu_s(hp), Instant::now());
+    std::thread::sleep(Duration::from_secs(3));
+    eprintln!("vnc: x11vnc with no viewer used {:.1} % of one CPU over 3 s, {} KiB resident", (cpu_s(hp) - c0) / t0.elapsed().as_secs_f64() * 100.0, rss_kib(hp));
     let vnc = rfb_screen(&addr);
     let guest = guest_screen(&s);
     let d = differing(&vnc, &guest, 16);
@@ -451,6 +456,13 @@ fn the_page_lists_sessions_live_and_follows_their_screens() {
     }
     let changed_after = changed_after.unwrap_or_else(|| panic!("the thumbnail of {} did not change within 2 s of the window's launch", target.id));
     eprintln!("page: the thumbnail changed {changed_after:.2} s after the guest launched a window (the window's own start included)");
+    // What watching costs the server: its CPU over 5 s of the page open with 3 thumbnails at 4 frames a
+    // second and the overview every second, and its resident memory.
+    let pid = _serve.0.id();
+    let (c0, t0) = (cpu_s(pid), Instant::now());
+    std::thread::sleep(Duration::from_secs(5));
+    let share = (cpu_s(pid) - c0) / t0.elapsed().as_secs_f64();
+    eprintln!("page: drums-view serve used {:.1} % of one CPU over 5 s (3 thumbnails, /proc/PID/stat utime+stime), {} KiB resident", share * 100.0, rss_kib(pid));
     if let Ok(p) = std::env::var("DRUMS_VIEW_SCREENSHOT") {
         std::thread::sleep(Duration::from_millis(500));
         b.screenshot(std::path::Path::new(&p));
@@ -568,4 +580,51 @@ fn the_live_view_shows_the_screen_and_passes_a_click_with_input() {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("live view: a click with input turned the window green {:.2} s later", t0.elapsed().as_secs_f64());
+}
+
+/// A member of group `drums` may open the page and a session's VNC server, and a user outside it still
+/// may not (the group is made if absent, the member added, and both undone exactly afterwards).
+#[test]
+fn a_member_of_group_drums_opens_the_page_and_the_vnc_server() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (_, s) = cold_session(&mut guard);
+    let v = vnc_record(&["vnc", "--session", &s.id]);
+    let vnc_addr = format!("{}:{}", v.addr.unwrap(), v.port.unwrap());
+    let (_serve, url) = serve();
+    let page = url.trim_start_matches("http://").to_string();
+    let allowed = drums::net::allowed_uids().unwrap();
+    let uid = |u: &str| -> u32 { String::from_utf8(Command::new("id").args(["-u", u]).output().unwrap().stdout).unwrap().trim().parse().unwrap() };
+    let member = ["daemon", "bin", "sys"].into_iter().find(|u| !allowed.contains(&uid(u))).expect("a system user outside group drums");
+    for addr in [&page, &vnc_addr] {
+        assert!(connect_as(Some(member), addr).starts_with("failed"), "{member}, not yet in group drums, connected to {addr}");
+    }
+    let saved = group_files();
+    let files = GroupFiles(saved.clone());
+    let sh = |cmd: &str, args: &[&str]| assert!(Command::new(cmd).args(args).status().unwrap().success(), "{cmd} {args:?}");
+    if Command::new("getent").args(["group", drums::net::ALLOWED_GROUP]).output().unwrap().stdout.is_empty() {
+        sh("groupadd", &["--system", drums::net::ALLOWED_GROUP]);
+    }
+    sh("gpasswd", &["--add", member, drums::net::ALLOWED_GROUP]);
+    drums::net::ensure_firewall().unwrap();
+    for addr in [&page, &vnc_addr] {
+        assert_eq!(connect_as(Some(member), addr), "connected", "{member}, in group drums, to {addr}");
+        assert!(connect_as(Some(outsider()), addr).starts_with("failed"), "nobody to {addr}");
+    }
+    drop(files);
+    assert!(group_files() == saved, "the group files were not restored exactly");
+    assert!(connect_as(Some(member), &page).starts_with("failed"), "{member}, out of group drums again, connected to the page");
+}
+
+/// CPU seconds (user + system) a process has used, from /proc/PID/stat.
+fn cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap().lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap()
 }
