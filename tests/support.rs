@@ -3,6 +3,8 @@
 
 #[path = "hygiene_probe.rs"]
 pub mod hygiene;
+#[path = "rfb_client.rs"]
+pub mod rfb;
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
