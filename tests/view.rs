@@ -274,6 +274,8 @@ fn the_page_lists_sessions_live_and_follows_their_screens() {
 
     // Every session with its fields: owner, age, checkpoint (restored ones), image, readiness, cgroup figures.
     let all = [&cold, &sibs[0], &sibs[1]];
+    // Other sessions of the machine may be listed too: only the test's own are looked at.
+    let own = serde_json::to_string(&all.iter().map(|s| s.id.clone()).collect::<Vec<_>>()).unwrap();
     let listed = rows(&b);
     for s in all {
         let r = listed.get(&s.id).unwrap_or_else(|| panic!("{} is not listed: {listed:?}", s.id));
@@ -292,7 +294,7 @@ fn the_page_lists_sessions_live_and_follows_their_screens() {
         assert!(r[10].parse::<u64>().is_ok_and(|n| n > 0), "tasks: {cells}");
     }
     // The CPU share needs two reads: it is there within a few seconds.
-    b.wait("a CPU share for every session", &format!("return [...document.querySelectorAll('#sessions tbody tr')].filter(tr => tr.children[9].innerText.includes('% of a CPU')).length >= 3"), Duration::from_secs(5));
+    b.wait("a CPU share for every session", &format!("return {own}.every(id => document.querySelector(`tr[data-session=\"${{id}}\"]`).children[9].innerText.includes('% of a CPU'))"), Duration::from_secs(5));
     let checkpoints = b.js("return document.querySelector('#checkpoints tbody').innerText");
     assert!(checkpoints.as_str().unwrap().contains(&ckpt_rec.id), "checkpoints table: {checkpoints}");
 
@@ -308,7 +310,7 @@ fn the_page_lists_sessions_live_and_follows_their_screens() {
     assert_eq!(b.js("return window.notReloaded"), json!(42), "the page was reloaded");
 
     // Thumbnails: each still screen keeps its digest; a window drawn on one changes that one only.
-    b.wait("a thumbnail of every session", "return [...document.querySelectorAll('#sessions img.thumb')].every(i => i.dataset.digest)", Duration::from_secs(10));
+    b.wait("a thumbnail of every session", &format!("return {own}.every(id => {{ const i = document.querySelector(`tr[data-session=\"${{id}}\"] img.thumb`); return i && i.dataset.digest; }})"), Duration::from_secs(10));
     let mut seen: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(2) {

@@ -26,6 +26,11 @@ pub fn thumbnail(session: &Session, width: u32) -> Result<Thumb> {
     if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
         return Err(Error::bad_input(format!("session {}: its init is gone", session.id)));
     }
+    // A parked sibling's processes are frozen (drums-pool(7)): its X server would never answer.
+    // A session frozen otherwise (drums-cgroup freeze) likewise.
+    if session.pool.as_ref().is_some_and(|p| p.frozen && p.taken_at.is_none()) || (session.cgroup.is_some() && crate::cgroup::frozen_state(session).is_ok_and(|f| f != "thawed")) {
+        return Err(Error::bad_input(format!("session {}: frozen (parked in a pool, or drums-cgroup freeze); its screen is shown once it is thawed", session.id)));
+    }
     let t0 = std::time::Instant::now();
     let shot = crate::nsenter::in_netns(ns.init_pid, move || crate::x11::connect(display)?.screenshot())?;
     let grab_s = t0.elapsed().as_secs_f64();
