@@ -83,7 +83,7 @@ fn a_missing_input_file_and_non_utf8_input_are_bad_input() {
 fn no_subcommand_is_a_usage_error_without_reading_stdin() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    for t in ["drums-ns", "drums-overlay", "drums-desktop", "drums-cgroup", "drums-pool"] {
+    for t in ["drums-ns", "drums-overlay", "drums-desktop", "drums-cgroup", "drums-pool", "drums-view"] {
         let mut child = Command::new(tool(t)).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         // Held open, never written: a tool reading stdin would block until the deadline.
         let stdin = child.stdin.take();

@@ -234,45 +234,6 @@ fn the_firewall_comes_back_on_every_restore() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
-type Saved = Vec<(PathBuf, Option<(Vec<u8>, u32, u32, u32)>)>;
-
-/// /etc/group, /etc/gshadow and the shadow tools' backups of them: contents, mode, owner (None: absent).
-fn group_files() -> Saved {
-    use std::os::unix::fs::MetadataExt;
-    ["/etc/group", "/etc/gshadow", "/etc/group-", "/etc/gshadow-"]
-        .iter()
-        .map(|p| (PathBuf::from(p), std::fs::metadata(p).ok().map(|m| (std::fs::read(p).unwrap(), m.mode() & 0o7777, m.uid(), m.gid()))))
-        .collect()
-}
-
-/// Puts the group files back exactly as saved when dropped (removing those that did not exist), and
-/// verifies the firewall again with the membership restored.
-struct GroupFiles(Saved);
-impl Drop for GroupFiles {
-    fn drop(&mut self) {
-        use std::os::unix::fs::PermissionsExt;
-        let now = group_files();
-        for ((p, saved), (_, current)) in self.0.iter().zip(&now) {
-            if saved == current {
-                continue;
-            }
-            match saved {
-                Some((bytes, mode, uid, gid)) => {
-                    std::fs::write(p, bytes).unwrap_or_else(|e| eprintln!("restore {}: {e}", p.display()));
-                    let _ = std::os::unix::fs::chown(p, Some(*uid), Some(*gid));
-                    let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(*mode));
-                }
-                None => {
-                    let _ = std::fs::remove_file(p);
-                }
-            }
-        }
-        if let Err(e) = drums::net::ensure_firewall() {
-            eprintln!("verifying the firewall after restoring the group files: {e}");
-        }
-    }
-}
-
 const CONNECT_AS: &str = "import socket, sys\ntry:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), 3)\n    print('connected')\nexcept Exception as e:\n    print('failed', type(e).__name__, e)\n";
 
 /// A TCP connection from the host to `s`'s guest as `user` (its own uid and groups; None: root).

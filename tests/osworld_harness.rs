@@ -447,3 +447,43 @@ print(json.dumps(out))
     assert!(v.vlcrc.contains("extraintf=http"), "{v:?}");
     assert_eq!(v.score, 0.0, "{v:?}");
 }
+
+/// OSWorld's DesktopEnv with the Drums provider and DRUMS_OSWORLD_VNC=view: the vnc_port it reports is
+/// where a VNC client (tests/rfb_client.rs) gets the session's screen, as its guest's /screenshot shows it.
+#[test]
+fn desktop_env_reports_a_vnc_port_where_a_vnc_client_gets_the_screen() {
+    require_root();
+    let _ = harness_dir();
+    let _lock = session_lock();
+    let tmp = temp_dir("vnc");
+    let (ckpt_file, _ckpt, _remove) = checkpoint(&tmp.0);
+    let script = r#"
+import json, sys
+import drums_osworld
+drums_osworld.register()
+from desktop_env.desktop_env import DesktopEnv
+env = DesktopEnv(provider_name="drums", path_to_vm=sys.argv[1], require_a11y_tree=False, cache_dir=sys.argv[2])
+try:
+    print(json.dumps({"session": env.provider.session, "ip": env.vm_ip, "vnc_port": env.vnc_port}), flush=True)
+    sys.stdin.read()
+finally:
+    env.close()
+"#;
+    let mut child = python(script, &[ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()])
+        .env("DRUMS_OSWORLD_VNC", "view")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("the harness printed {line:?}: {e}"));
+    let _guard = Sessions(vec![v["session"].as_str().unwrap().to_string()]);
+    let s: Session = decode(v["session"].as_str().unwrap());
+    assert_eq!(v["vnc_port"].as_u64(), Some(drums::view::VNC_PORT as u64), "{v}");
+    let screen = drums_tests::rfb::rfb_screen(&format!("{}:{}", v["ip"].as_str().unwrap(), v["vnc_port"]));
+    let d = drums_tests::rfb::differing(&screen, &drums_tests::rfb::guest_screen(&s), 16);
+    assert!(d <= 0.005, "the screen through DesktopEnv's vnc_port differs from the guest's screenshot in {:.3} % of pixels", d * 100.0);
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success(), "the harness failed");
+}

@@ -3,6 +3,8 @@
 
 #[path = "hygiene_probe.rs"]
 pub mod hygiene;
+#[path = "rfb_client.rs"]
+pub mod rfb;
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 pub const TOOLS: &[&str] = &[
     "drums-ns", "drums-overlay", "drums-desktop", "drums-ckpt", "drums-restore", "drums-reseed", "drums-ready",
-    "drums-audit", "drums-cgroup", "drums-sweep", "drums-guest", "drums-pool",
+    "drums-audit", "drums-cgroup", "drums-sweep", "drums-guest", "drums-pool", "drums-view",
 ];
 
 /// Every tool's command line as its crate's `cli` module defines it (README, "Adding a tool"), in the
@@ -30,6 +32,7 @@ pub fn commands() -> Vec<(&'static str, clap::Command)> {
         ("drums-sweep", drums_sweep::cli::Args::command()),
         ("drums-guest", drums_guest::cli::Args::command()),
         ("drums-pool", drums_pool::cli::Args::command()),
+        ("drums-view", drums_view::cli::Args::command()),
     ]
 }
 
@@ -339,3 +342,44 @@ impl Drop for Sessions {
         }
     }
 }
+
+/// Group membership changes made by a test (group `drums`), undone exactly: tests/firewall.rs, tests/view.rs.
+pub type Saved = Vec<(PathBuf, Option<(Vec<u8>, u32, u32, u32)>)>;
+
+/// /etc/group, /etc/gshadow and the shadow tools' backups of them: contents, mode, owner (None: absent).
+pub fn group_files() -> Saved {
+    use std::os::unix::fs::MetadataExt;
+    ["/etc/group", "/etc/gshadow", "/etc/group-", "/etc/gshadow-"]
+        .iter()
+        .map(|p| (std::path::PathBuf::from(p), std::fs::metadata(p).ok().map(|m| (std::fs::read(p).unwrap(), m.mode() & 0o7777, m.uid(), m.gid()))))
+        .collect()
+}
+
+/// Puts the group files back exactly as saved when dropped (removing those that did not exist), and
+/// verifies the firewall again with the membership restored.
+pub struct GroupFiles(pub Saved);
+impl Drop for GroupFiles {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let now = group_files();
+        for ((p, saved), (_, current)) in self.0.iter().zip(&now) {
+            if saved == current {
+                continue;
+            }
+            match saved {
+                Some((bytes, mode, uid, gid)) => {
+                    std::fs::write(p, bytes).unwrap_or_else(|e| eprintln!("restore {}: {e}", p.display()));
+                    let _ = std::os::unix::fs::chown(p, Some(*uid), Some(*gid));
+                    let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(*mode));
+                }
+                None => {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+        }
+        if let Err(e) = drums::net::ensure_firewall() {
+            eprintln!("verifying the firewall after restoring the group files: {e}");
+        }
+    }
+}
+

@@ -33,6 +33,7 @@ pub mod session_io;
 pub mod spool;
 pub mod state;
 pub mod validate;
+pub mod view;
 pub mod x11;
 
 pub use error::{Error, Result};

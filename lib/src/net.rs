@@ -194,12 +194,18 @@ pub fn net_record(slot: u32, mac: &str) -> Net {
 /// The host group whose members may, beside root, open connections into sessions.
 pub const ALLOWED_GROUP: &str = "drums";
 
+/// The loopback ports drums-view's page may listen on (drums-view(1)): the firewall closes them, as it
+/// closes sessions, to every user but root and group `drums`, so that the page's access rule is the
+/// kernel's. Ten, so that several servers (one per person, a test's) can run at once.
+pub const VIEW_PORTS: (u16, u16) = (3786, 3795);
+
 /// The host firewall, nftables table `inet drums`, shared by all sessions, with `allowed` (sorted uids)
 /// the users whose sockets may open connections into sessions. Written as `nft list` prints it (nftables
 /// 1.0.6), since the live table is compared with it line by line. A packet from a session whose source
 /// is not routed back through the link it came in on (another session's address, the host's, anything)
 /// is dropped before connection tracking sees it; otherwise sessions may only answer connections the host
-/// opened; nothing is forwarded to or from a session. (A socket-less packet, which the kernel sends, has
+/// opened; nothing is forwarded to or from a session. New connections to drums-view's ports on the
+/// loopback (`VIEW_PORTS`) are refused to the same users as connections into sessions. (A socket-less packet, which the kernel sends, has
 /// no owner: the owner rule passes it.)
 pub fn firewall(allowed: &[u32]) -> String {
     let uids = match allowed {
@@ -228,9 +234,12 @@ pub fn firewall(allowed: &[u32]) -> String {
   chain output {{
     type filter hook output priority filter; policy accept;
     oifname "drums*" ct state new meta skuid != {uids} counter reject
+    oifname "lo" tcp dport {view_lo}-{view_hi} ct state new meta skuid != {uids} counter reject
   }}
 }}
-"#
+"#,
+        view_lo = VIEW_PORTS.0,
+        view_hi = VIEW_PORTS.1,
     )
 }
 
@@ -287,7 +296,11 @@ fn allowed_uids_in(passwd: &str, group: &str) -> Vec<u32> {
 /// a pool fill runs drums-restore once per sibling.
 pub fn ensure_firewall() -> Result<()> {
     let allowed = allowed_uids()?;
-    let key = |generation| Verified { boot_id: boot_id(), netns: netns_inode(), generation, allowed: allowed.clone() };
+    let table: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(firewall(&allowed).as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    };
+    let key = |generation| Verified { boot_id: boot_id(), netns: netns_inode(), generation, allowed: allowed.clone(), table: table.clone() };
     let unchanged = || nft_generation().is_ok_and(|g| read_verified().as_ref() == Some(&key(g)));
     if unchanged() {
         return Ok(());
@@ -339,6 +352,9 @@ struct Verified {
     netns: u64,
     generation: u32,
     allowed: Vec<u32>,
+    /// SHA-256 of the table this version expects: a Drums whose table differs (a rule added) lists and
+    /// replaces the one an older version verified, instead of trusting the older verification.
+    table: String,
 }
 
 fn verified_path() -> PathBuf {

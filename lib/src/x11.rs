@@ -363,6 +363,13 @@ impl Shot {
     }
 }
 
+/// 8-bit RGB as PNG in memory (drums-view's thumbnails).
+pub fn encode_png(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(rgb.len() / 4);
+    write_png(&mut out, width, height, rgb).map_err(|e| Error::failed(format!("PNG: {e}")))?;
+    Ok(out)
+}
+
 /// 8-bit RGB as PNG, compressed for speed: a screenshot is read once.
 fn write_png(out: impl Write, width: u32, height: u32, rgb: &[u8]) -> std::result::Result<(), png::EncodingError> {
     let mut enc = png::Encoder::new(out, width, height);

@@ -21,11 +21,14 @@ PIPELINES = REPO / "pipelines"
 STATE_DIR = Path(os.environ.get("DRUMS_STATE_DIR", "/run/drums"))
 # Where get_vm_path keeps the record of the checkpoint it makes when the harness names none.
 DEFAULT_CHECKPOINT_RECORD = Path(os.environ.get("DRUMS_OSWORLD_DIR", "/var/lib/drums/osworld")) / "checkpoint.json"
-# The ports DesktopEnv reads from get_ip_address. The guest's is the session's; Chromium's DevTools, VNC and
+# The ports DesktopEnv reads from get_ip_address. The guest's is the session's; Chromium's DevTools and
 # VLC's HTTP interface are OSWorld's fixed ports: on 9222 the chrome tasks forward DevTools to the browser
-# they start (Drums' own is on the loopback's 9229), a session has no VNC server, and VLC's HTTP interface
-# is not set up yet (docs/osworld.md, "What works").
-CHROMIUM_PORT, VNC_PORT, VLC_PORT = 9222, 8006, 8080
+# they start (Drums' own is on the loopback's 9229), and VLC's HTTP interface is not set up yet
+# (docs/osworld.md, "What works"). VNC is drums-view's server on the session's address (drums-view(1)),
+# started by get_ip_address when DRUMS_OSWORLD_VNC asks for it: `view` (view only) or `input`; unset or
+# `off`, no server runs (a session nobody watches pays nothing) and the port answers nothing.
+CHROMIUM_PORT, VNC_PORT, VLC_PORT = 9222, 5900, 8080
+VNC_MODE = os.environ.get("DRUMS_OSWORLD_VNC", "off")
 TAKE_TIMEOUT = 300
 
 
@@ -100,8 +103,17 @@ class DrumsProvider(Provider):
     def get_ip_address(self, path_to_vm):
         if self.session is None:
             raise DrumsError("no session: start_emulator first")
-        url = urlparse(json.loads(self.session)["desktop"]["guest_url"])
-        return f"{url.hostname}:{url.port or 5000}:{CHROMIUM_PORT}:{VNC_PORT}:{VLC_PORT}"
+        rec = json.loads(self.session)
+        url = urlparse(rec["desktop"]["guest_url"])
+        vnc_port = VNC_PORT
+        if VNC_MODE in ("view", "input"):
+            # Started once per session; drums-view reports a server already running in this mode.
+            args = ["drums-view", "vnc", "--session", rec["id"]] + (["--input"] if VNC_MODE == "input" else [])
+            _, vnc = _one_record(_run(args), "vnc")
+            vnc_port = vnc["port"]
+        elif VNC_MODE != "off":
+            raise DrumsError(f"DRUMS_OSWORLD_VNC={VNC_MODE!r}: expected view, input or off")
+        return f"{url.hostname}:{url.port or 5000}:{CHROMIUM_PORT}:{vnc_port}:{VLC_PORT}"
 
     def save_state(self, path_to_vm, snapshot_name):
         """Checkpoint the held session under `snapshot_name` (it keeps running). The checkpoint persists
