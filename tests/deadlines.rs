@@ -3,7 +3,8 @@
 //! (it keeps accepting connections in the kernel's backlog and says nothing, as a wedged Xvfb does):
 //! drums-ready must exit 1 within its --timeout plus 1 s. A restored sibling's Chromium is stopped:
 //! drums-reseed must end within its browser deadline with an error that says Chromium does not answer.
-//! Each session is then destroyed and nothing of it is left after drums-sweep.
+//! A session whose Chromium was killed is not ready at once. Each session is then destroyed and nothing
+//! of it is left after drums-sweep.
 
 use drums::record::{Checkpoint, Session};
 use drums_tests::*;
@@ -117,6 +118,17 @@ fn a_stopped_x_server_or_chromium_ends_the_waits_at_their_deadlines() {
         }
         // Continued, the X server answers again: the failure was the stop, not the session.
         run_ok("drums-ready", &["--timeout", "10s"], &src);
+        // A Chromium that has exited (killed, as the OOM killer would) cannot come back: drums-ready
+        // says so at once, not at its timeout.
+        signal(host_pid(&s, "chromium"), libc::SIGKILL);
+        let t0 = Instant::now();
+        let o = run("drums-ready", &["--timeout", "20s"], &src);
+        let took = t0.elapsed();
+        eprintln!("cold session: drums-ready --timeout 20s after Chromium was killed: exit {:?} after {:.3} s", o.status.code(), took.as_secs_f64());
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+        let ready = one::<Session>(&text(&o.stdout)).ready.expect("a ready section");
+        assert_eq!(ready.failed, ["chromium"], "{}", json(&ready));
+        assert!(took < Duration::from_secs(2), "drums-ready took {:.3} s to see that Chromium is gone", took.as_secs_f64());
     }
     let left = inventory().new_since(&before);
     assert!(left.is_empty(), "left after the sweep: {left:?}");

@@ -260,3 +260,23 @@ pub fn open_mode(fdinfo: &str) -> (Option<String>, bool) {
         _ => (Some("rw".into()), true),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exit of a process that is not our child, told through its pidfd once its parent reaped it
+    /// (here it is ours, reaped by `wait`; the pidfd was opened while it ran).
+    #[test]
+    fn a_reaped_process_tells_how_it_ended() {
+        let mut c = std::process::Command::new("sleep").arg("10").spawn().unwrap();
+        let pid = c.id() as i32;
+        let fd = Pidfd::open(pid, start_time(pid).unwrap()).expect("a pidfd of a running process");
+        assert_eq!(fd.wait_status(), None, "still running");
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        c.wait().unwrap();
+        let st = fd.wait_status().expect("the kernel (6.15 or later) keeps the exit status");
+        assert_eq!(describe_wait_status(st), "killed by signal 9 (SIGKILL)");
+        assert_eq!(describe_wait_status(3 << 8), "exit status 3");
+    }
+}

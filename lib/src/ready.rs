@@ -17,6 +17,18 @@ pub struct ReadyOptions {
     pub blank: [u8; 3],
 }
 
+/// The desktop processes whose exit makes the session not ready at once: without its X server or its
+/// browser the page cannot come (drums-desktop(1) names them so).
+const WATCHED_ROLES: &[&str] = &["xvfb", "chromium"];
+
+/// Whether the desktop process `p` still runs: its host PID is a live process in the session's PID
+/// namespace with `p`'s PID there (so a reused PID is not taken for it). A record without the host PID
+/// (an older tool's) says nothing, and counts as running.
+fn runs_in(p: &crate::record::SessionProcess, pidns: u64) -> bool {
+    let Some(host) = p.host_pid else { return true };
+    !matches!(crate::proc::state(host), Some('Z') | Some('X') | None) && crate::proc::ns_inode(host, "pid").ok() == Some(pidns) && crate::proc::ns_pid(host) == Some(p.pid)
+}
+
 /// Poll the session's display until ready or timeout. The calling thread joins the session's network
 /// namespace. Returns the `ready` section; `ready.ready` false on timeout.
 pub fn check(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
@@ -40,6 +52,9 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
     let mut failed;
     let mut last_shot = None;
     let mut last_rows = None;
+    // The desktop's X server and browser as the record names them: one that has exited ends the check at
+    // once (`failed` names it), instead of a wait for a window that cannot come.
+    let watched: Vec<&crate::record::SessionProcess> = desktop.processes.iter().filter(|p| WATCHED_ROLES.contains(&p.role.as_str())).collect();
     // With --png the whole screen is read at every poll, to be saved; otherwise only until more than
     // the threshold of it is found changed.
     let look = |d: &crate::x11::Display| -> Result<(f64, u16, Option<crate::x11::Shot>)> {
@@ -55,6 +70,11 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
     loop {
         polls += 1;
         failed = vec![];
+        let gone: Vec<String> = watched.iter().filter(|p| !runs_in(p, ns.inodes.pid)).map(|p| p.role.clone()).collect();
+        if !gone.is_empty() {
+            failed = gone;
+            break;
+        }
         if display.is_none() {
             display = crate::x11::connect(desktop.display, deadline).ok();
         }

@@ -420,6 +420,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_local_displays_are_read() {
+        assert_eq!(parse_display(":0").unwrap(), (0, 0));
+        assert_eq!(parse_display(":12.1").unwrap(), (12, 1));
+        for bad in ["0", "host:0", ":", ":x", ":0.y"] {
+            assert!(parse_display(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// A listener that accepts (the kernel's backlog does) and never answers, as a stopped X server:
+    /// the connection setup ends at the deadline with an error saying so.
+    #[test]
+    fn a_server_that_never_answers_ends_the_connection_at_the_deadline() {
+        use std::os::linux::net::SocketAddrExt;
+        let n = 4000 + std::process::id() % 1000;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(format!("/tmp/.X11-unix/X{n}")).unwrap();
+        let _silent = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = Display::open(&format!(":{n}"), false, t0 + Duration::from_millis(300)).err().expect("no X server answered");
+        let took = t0.elapsed();
+        assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(800), "{took:?}");
+        assert!(e.to_string().contains("does not answer"), "{e}");
+    }
+
+    #[test]
     fn changed_pixels_are_counted_on_colour_alone() {
         // Four pixels: blank (the unused byte set, which must not count), blank, red, a blue-ish one.
         let bgrx = vec![0x30, 0x20, 0x10, 0xff, 0x30, 0x20, 0x10, 0x00, 0x00, 0x00, 0xff, 0x00, 0x31, 0x20, 0x10, 0x00];
