@@ -11,6 +11,8 @@ use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
+pub mod egress;
+
 /// Sessions get /30 networks out of 10.77.0.0/16: slot N is 10.77.0.0 + 4N.
 pub const POOL_BASE: [u8; 4] = [10, 77, 0, 0];
 pub const POOL_SLOTS: u32 = 16384;
@@ -199,8 +201,10 @@ pub const ALLOWED_GROUP: &str = "drums";
 /// 1.0.6), since the live table is compared with it line by line. A packet from a session whose source
 /// is not routed back through the link it came in on (another session's address, the host's, anything)
 /// is dropped before connection tracking sees it; otherwise sessions may only answer connections the host
-/// opened; nothing is forwarded to or from a session. (A socket-less packet, which the kernel sends, has
-/// no owner: the owner rule passes it.)
+/// opened; nothing is forwarded to or from a session, and nothing reaches the host from one, unless the
+/// session's own policy table (`egress`, made only under a policy other than `none`) marked the packet
+/// with `egress::PERMIT_MARK`, which no session can set. (A socket-less packet, which the kernel sends,
+/// has no owner: the owner rule passes it.)
 pub fn firewall(allowed: &[u32]) -> String {
     let uids = match allowed {
         [one] => one.to_string(),
@@ -216,13 +220,14 @@ pub fn firewall(allowed: &[u32]) -> String {
   chain input {{
     type filter hook input priority filter; policy accept;
     iifname "drums*" ct state established,related accept
+    iifname "drums*" meta mark {mark:#010x} accept
     iifname "drums*" counter drop
   }}
 
   chain forward {{
     type filter hook forward priority filter; policy accept;
-    iifname "drums*" counter drop
-    oifname "drums*" counter drop
+    iifname "drums*" meta mark != {mark:#010x} counter drop
+    oifname "drums*" meta mark != {mark:#010x} counter drop
   }}
 
   chain output {{
@@ -230,7 +235,8 @@ pub fn firewall(allowed: &[u32]) -> String {
     oifname "drums*" ct state new meta skuid != {uids} counter reject
   }}
 }}
-"#
+"#,
+        mark = egress::PERMIT_MARK
     )
 }
 
@@ -287,7 +293,7 @@ fn allowed_uids_in(passwd: &str, group: &str) -> Vec<u32> {
 /// a pool fill runs drums-restore once per sibling.
 pub fn ensure_firewall() -> Result<()> {
     let allowed = allowed_uids()?;
-    let key = |generation| Verified { boot_id: boot_id(), netns: netns_inode(), generation, allowed: allowed.clone() };
+    let key = |generation| Verified { boot_id: boot_id(), netns: netns_inode(), generation, allowed: allowed.clone(), table: firewall(&allowed) };
     let unchanged = || nft_generation().is_ok_and(|g| read_verified().as_ref() == Some(&key(g)));
     if unchanged() {
         return Ok(());
@@ -339,6 +345,9 @@ struct Verified {
     netns: u64,
     generation: u32,
     allowed: Vec<u32>,
+    /// The table as this version writes it: a newer tool's table is verified again, not taken for exact.
+    #[serde(default)]
+    table: String,
 }
 
 fn verified_path() -> PathBuf {
@@ -563,13 +572,13 @@ mod tests {
         let listed = want.replace("  ", "\t").replace("counter", "counter packets 12 bytes 3456").replace("{ 0, 1001, 7 }", "{ 7, 0, 1001 }");
         assert_eq!(firewall_differences(&want, &Ok(listed.clone())), Vec::<String>::new());
         assert_eq!(firewall_differences(&want, &Err("No such file or directory".into())).len(), 1);
-        let flushed = listed.replace("\t\tiifname \"drums*\" ct state established,related accept\n\t\tiifname \"drums*\" counter packets 12 bytes 3456 drop\n", "");
-        assert_eq!(firewall_differences(&want, &Ok(flushed)).len(), 2);
+        let flushed = listed.replace("\t\tiifname \"drums*\" ct state established,related accept\n\t\tiifname \"drums*\" meta mark 0x64726d01 accept\n\t\tiifname \"drums*\" counter packets 12 bytes 3456 drop\n", "");
+        assert_eq!(firewall_differences(&want, &Ok(flushed)).len(), 3);
         let extra = listed.replace("\tchain input {\n", "\tflags dormant\n\tset s {\n\t\ttype ipv4_addr\n\t\telements = { 1.2.3.4,\n\t\t\t     5.6.7.8 }\n\t}\n\tchain input {\n");
         assert_eq!(firewall_differences(&want, &Ok(extra)), vec!["an extra `set s`".to_string(), "an extra `flags dormant`".to_string()]);
         let changed = listed.replace("policy accept;\n\t\tiifname \"drums*\" ct", "policy accept;\n\t\tiifname \"drums*\" accept\n\t\tiifname \"drums*\" ct");
         let d = firewall_differences(&want, &Ok(changed));
-        assert_eq!(d.len(), 3, "{d:?}");
+        assert_eq!(d.len(), 4, "{d:?}");
         assert!(d[0].starts_with("`chain input` line 2: `iifname \"drums*\" accept`"), "{d:?}");
     }
     #[test]

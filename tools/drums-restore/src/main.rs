@@ -23,9 +23,10 @@ fn main() {
             (Some(spec), false) => Some(drums::cgroup::Limits::parse_spec(spec)?),
             (None, false) => Some(drums::cgroup::Limits::default()),
         };
+        let net = a.net.options()?;
         cli::require_root()?;
         drums::restore::check_checkpoint(&c)?;
-        let o = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm };
+        let o = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm, net };
         let mut first_err = None;
         for i in 0..a.count {
             cli::progress("drums-restore", &format!("sibling {}/{}", i + 1, a.count));
