@@ -36,6 +36,12 @@ pub const ROUTE_TABLE_BASE: u32 = 770_000;
 pub const RULE_PREF_BASE: u32 = 10_000;
 /// Prefix of the per-session nftables tables.
 pub const TABLE_PREFIX: &str = "drums_net_";
+/// The nameserver address every session's /etc/resolv.conf names, whatever its slot or policy: the
+/// session's table translates it to its own resolver on the host end of its link. One address for all
+/// means a restored sibling's processes, which read their resolver before the checkpoint (Chromium,
+/// glibc), never hold another session's; under `none` the session has no route to it and a lookup fails
+/// at once.
+pub const RESOLVER_ADDR: &str = "169.254.77.53";
 pub const PID_FILE: &str = "resolver.pid";
 pub const LOG_FILE: &str = "resolver.log";
 
@@ -208,6 +214,10 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
     iifname "{hif}" meta l4proto tcp counter name refused reject with tcp reset
     iifname "{hif}" counter name refused reject with icmp admin-prohibited
   }}
+  chain prerouting {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "{hif}" ip daddr {RESOLVER_ADDR} meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {host}
+  }}
   chain postrouting {{
     type nat hook postrouting priority srcnat; policy accept;
     oifname "{uplink}" ip saddr {{ {host}, {sess} }} masquerade
@@ -288,7 +298,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
             ledger.release(res)?;
         }
         session_route(netns, None)?;
-        write_resolv_conf(&merged, None)?;
+        write_resolv_conf(&merged)?;
         s.egress = None;
         return Ok(());
     }
@@ -323,7 +333,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     )?;
     let pid = start_resolver(&s.state_dir, slot, &o.policy, &upstream)?;
     session_route(netns, Some(host))?;
-    write_resolv_conf(&merged, Some(host))?;
+    write_resolv_conf(&merged)?;
     s.egress = Some(Section {
         policy: o.policy.clone(),
         uplink: uplink.ifname.clone(),
@@ -388,7 +398,9 @@ pub fn resolver_args(state_dir: &Path, slot: u32, policy: &Policy, upstream: &[I
                     }
                     Allow::Subdomains(n) => {
                         a.extend(servers(&format!("/*.{n}/")));
-                        a.push(format!("--nftset=/*.{n}/{set}"));
+                        // dnsmasq's nftset takes no `*.` form; `/n/` covers the subdomains, and n itself
+                        // is never answered (no such domain, unless n is listed too).
+                        a.push(format!("--nftset=/{n}/{set}"));
                     }
                     Allow::Net(_) => {}
                 }
@@ -446,15 +458,11 @@ fn session_route(ns: crate::nsenter::NsFile, via: Option<Ipv4Addr>) -> Result<()
     })
 }
 
-/// The session's /etc/resolv.conf, written into its own upper layer (the image's is shared and
-/// read-only, and a checkpoint's names its source's resolver): its resolver, or under `none` none, so
-/// that a lookup fails at once instead of waiting on a server nobody answers for.
-fn write_resolv_conf(merged: &Path, resolver: Option<Ipv4Addr>) -> Result<()> {
+/// The session's /etc/resolv.conf, written into its own upper layer (the image's is shared, read-only
+/// and empty; a session may have changed its own): RESOLVER_ADDR.
+fn write_resolv_conf(merged: &Path) -> Result<()> {
     let root = crate::inroot::Root::open(merged, crate::inroot::Links::InRoot)?;
-    let text = match resolver {
-        Some(r) => format!("# Drums: the session's resolver, on the host end of its link (drums(7), \"Network boundary\")\nnameserver {r}\noptions timeout:2 attempts:2\n"),
-        None => "# Drums: network policy none, no resolver (drums(7), \"Network boundary\")\n".into(),
-    };
+    let text = format!("# Drums: the session's resolver (drums(7), \"Network boundary\"); none under policy none\nnameserver {RESOLVER_ADDR}\noptions timeout:2 attempts:2\n");
     crate::inroot::replace_file(&root, Path::new("etc/resolv.conf"), text.as_bytes(), 0o644, 0, 0)
 }
 
@@ -560,6 +568,7 @@ mod tests {
         assert!(a.contains("--address=/*.example.org/"), "{a}");
         assert!(a.contains("--server=/*.cdn.example.net/198.51.100.53@10.77.0.13"), "{a}");
         assert!(a.contains("--nftset=/example.org/4#inet#drums_net_3#resolved"), "{a}");
+        assert!(a.contains("--nftset=/cdn.example.net/4#inet#drums_net_3#resolved"), "{a}");
         let t = table_text(3, &p, "up0", &[]);
         assert!(t.contains("iifname \"drums3\" jump egress"), "{t}");
     }
