@@ -269,6 +269,7 @@ pub struct NetArgs {
 
 impl NetArgs {
     pub fn options(&self) -> Result<crate::net::egress::Options> {
-        crate::net::egress::Options::from_args(self.net.as_deref(), self.uplink.as_deref(), &self.net_except, &self.dns)
+        // A policy, uplink or network that does not parse is a usage error, found before anything is read.
+        crate::net::egress::Options::from_args(self.net.as_deref(), self.uplink.as_deref(), &self.net_except, &self.dns).map_err(|e| Error::Usage(e.to_string()))
     }
 }

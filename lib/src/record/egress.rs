@@ -99,7 +99,7 @@ impl Policy {
         for e in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let bad = |why: String| Error::bad_input(format!("network policy: allow entry `{e}`: {why}"));
             let a = if e.chars().next().is_some_and(|c| c.is_ascii_digit()) && e.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '/') {
-                Allow::Net(Cidr::parse(e)?)
+                Allow::Net(Cidr::parse(e).map_err(|x| bad(x.to_string()))?)
             } else if let Some(rest) = e.strip_prefix("*.") {
                 Allow::Subdomains(check_name(rest).map_err(bad)?)
             } else if e.contains('*') {

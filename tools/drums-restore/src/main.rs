@@ -4,6 +4,7 @@ use drums_restore::cli::Args;
 
 fn main() {
     cli::run("drums-restore", |a: Args| {
+        let net = a.net.options()?;
         let c = match &a.checkpoint {
             Some(id) => drums::session_io::load_checkpoint(id)?,
             None => {
@@ -23,7 +24,6 @@ fn main() {
             (Some(spec), false) => Some(drums::cgroup::Limits::parse_spec(spec)?),
             (None, false) => Some(drums::cgroup::Limits::default()),
         };
-        let net = a.net.options()?;
         cli::require_root()?;
         drums::restore::check_checkpoint(&c)?;
         let o = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm, net };
