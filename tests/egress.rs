@@ -143,7 +143,8 @@ fn fetch(s: &Session, url: &str) -> (bool, f64, String) {
 
 fn loads(s: &Session, url: &str) {
     let (ok, _, out) = fetch(s, url);
-    assert!(ok && out.contains(PAGE_TITLE), "{url} did not load in {} ({:?}): {out}", s.id, s.egress.as_ref().map(|e| e.policy.to_string()));
+    let shared = text(&Command::new("nft").args(["list", "chain", "inet", "drums", "input"]).output().unwrap().stdout);
+    assert!(ok && out.contains(PAGE_TITLE), "{url} did not load in {} ({:?}): {out}\nthe shared input chain now: {shared}", s.id, s.egress.as_ref().map(|e| e.policy.to_string()));
 }
 
 fn refused(s: &Session, url: &str) {

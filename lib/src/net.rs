@@ -130,6 +130,16 @@ pub fn configure_session_end_in(ns: NsFile, current_name: &str, slot: u32, mac: 
     crate::nsenter::on_thread(vec![ns], move || {
         crate::netlink::run(|h| async move {
             let idx = link_index(&h, &current).await?.ok_or_else(|| Error::failed(format!("{current} is not in the session")))?;
+            // Lowering the link drops the routes through it: a default route (a network policy's,
+            // crate::net::egress) is put back once it is up again.
+            let had_default = {
+                let mut routes = h.route().get(rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new().build()).execute();
+                let mut found = false;
+                while let Some(r) = routes.try_next().await.map_err(|e| nl_err("list routes", e))? {
+                    found |= r.header.destination_prefix_length == 0;
+                }
+                found
+            };
             // A link must be down to be renamed or to change its MAC.
             h.link().set(LinkUnspec::new_with_index(idx).down().build()).execute().await.map_err(|e| nl_err("lower eth0", e))?;
             let mut m = LinkUnspec::new_with_index(idx);
@@ -152,6 +162,10 @@ pub fn configure_session_end_in(ns: NsFile, current_name: &str, slot: u32, mac: 
             }
             h.address().add(idx, session_addr.into(), PREFIX_LEN).execute().await.map_err(|e| nl_err("address eth0", e))?;
             h.link().set(LinkUnspec::new_with_index(idx).up().build()).execute().await.map_err(|e| nl_err("raise eth0", e))?;
+            if had_default {
+                let gw = slot_addrs(slot).0;
+                h.route().add(rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new().gateway(gw).build()).replace().execute().await.map_err(|e| nl_err("restore the default route", e))?;
+            }
             if let Some(lo) = link_index(&h, "lo").await? {
                 h.link().set(LinkUnspec::new_with_index(lo).up().build()).execute().await.map_err(|e| nl_err("raise lo", e))?;
             }

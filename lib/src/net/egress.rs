@@ -9,7 +9,8 @@
 //!   the policy or the always-denied ranges refuse, masquerades what goes out through the uplink, and
 //!   counts bytes and connections;
 //! - policy routing: rules at preference `rule_pref(slot)` send what comes in on the session's link, and
-//!   what its resolver sends from the host end's address, to the routing table `route_table(slot)`, which
+//!   the queries its resolver sends from the host end's address (to port 53 only: the host's answers and
+//!   refusals to sessions from that address follow the main table), to the routing table `route_table(slot)`, which
 //!   holds only the uplink's route; a `prohibit` rule after it means that with the uplink gone, the packet
 //!   is refused, never routed another way;
 //! - the session's resolver, a dnsmasq on the host end of its link (its pid in the state directory's
@@ -325,9 +326,11 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
             format!("route replace table {rt} default{via} dev {}", uplink.ifname),
             format!("route replace table {rt} {} dev {hif} scope link src {host}", net_of(slot)),
             format!("rule add pref {pref} iif {hif} lookup {rt}"),
-            format!("rule add pref {pref} from {host} lookup {rt}"),
+            format!("rule add pref {pref} from {host} ipproto udp dport 53 lookup {rt}"),
+            format!("rule add pref {pref} from {host} ipproto tcp dport 53 lookup {rt}"),
             format!("rule add pref {pref} iif {hif} prohibit"),
-            format!("rule add pref {pref} from {host} prohibit"),
+            format!("rule add pref {pref} from {host} ipproto udp dport 53 prohibit"),
+            format!("rule add pref {pref} from {host} ipproto tcp dport 53 prohibit"),
         ],
         false,
     )?;
@@ -477,7 +480,7 @@ pub fn remove(res: &Resource) -> Result<()> {
     let (rt, pref) = (route_table(*slot), rule_pref(*slot));
     // Every rule at the session's preference, whatever it says (iif, from, prohibit): `ip rule del pref`
     // deletes one per line, so as many lines as there can be.
-    let mut lines: Vec<String> = (0..8).map(|_| format!("rule del pref {pref}")).collect();
+    let mut lines: Vec<String> = (0..12).map(|_| format!("rule del pref {pref}")).collect();
     lines.push(format!("route flush table {rt}"));
     ip_batch(&lines, true)?;
     if rules_at(pref)? > 0 {
