@@ -72,7 +72,7 @@ fn check_routes(s: &Session) {
         let r = text(&o.stdout);
         assert!(r.contains(&format!("via {GATEWAY} dev {UPLINK}")), "{dst} from session {} is not routed into the stand-in (nothing was sent): {r}{}", s.id, text(&o.stderr));
     }
-    let o = Command::new("ip").args(["route", "get", DNS, "from", &net.host_addr]).output().unwrap();
+    let o = Command::new("ip").args(["route", "get", DNS, "from", &net.host_addr, "ipproto", "udp", "dport", "53"]).output().unwrap();
     assert!(text(&o.stdout).contains(&format!("via {GATEWAY} dev {UPLINK}")), "the resolver's queries are not routed into the stand-in (nothing was sent): {}", text(&o.stdout));
 }
 
