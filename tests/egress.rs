@@ -394,3 +394,42 @@ fn policies_parse_and_bad_ones_are_usage_errors() {
     let o = run("drums-restore", &["--uplink", "drums7"], "");
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }
+
+/// drums-net: a live session moved from none to internet to an allow list and back to none, each at once;
+/// show reports the policy and counts what left.
+#[test]
+fn a_live_sessions_policy_changes_with_drums_net() {
+    require_root();
+    let _lock = session_lock();
+    let _standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let ov = run_ok("drums-overlay", &["create"], "");
+    guard.add(&ov);
+    let ns = run_ok("drums-ns", &["create"], &ov);
+    guard.0.clear();
+    guard.add(&ns);
+    let s: Session = one(&ns);
+    refused(&s, &format!("http://{WEB}/"));
+    let show = |s: &Session| -> serde_json::Value { serde_json::from_str(run_ok("drums-net", &["show", "--session", &s.id], "").trim()).unwrap() };
+    assert!(show(&s)["counters"].is_null(), "{}", show(&s));
+    let mut a = vec!["set", "--session", s.id.as_str()];
+    let args = net_args("internet");
+    a.extend(args.iter().map(String::as_str));
+    let s: Session = one(&run_ok("drums-net", &a, ""));
+    check_routes(&s);
+    loads(&s, "http://web.example.org/");
+    let st = show(&s);
+    assert_eq!(st["policy"], "internet", "{st}");
+    assert!(st["counters"]["bytes_in"].as_u64().unwrap() > 0, "{st}");
+    let args = net_args("allow:*.sub.example.net");
+    let mut a = vec!["set", "--session", s.id.as_str()];
+    a.extend(args.iter().map(String::as_str));
+    let s: Session = one(&run_ok("drums-net", &a, ""));
+    does_not_resolve(&s, "http://web.example.org/");
+    loads(&s, "http://a.sub.example.net/");
+    let s: Session = one(&run_ok("drums-net", &["set", "--session", &s.id, "--net", "none"], ""));
+    assert!(s.egress.is_none());
+    refused(&s, &format!("http://{WEB}/"));
+    let (slot, dir) = (s.net.as_ref().unwrap().slot, s.state_dir.clone());
+    assert_egress_gone(slot, &dir);
+}

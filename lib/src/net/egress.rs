@@ -543,6 +543,41 @@ pub fn counters(slot: u32) -> Option<serde_json::Map<String, serde_json::Value>>
     Some(m)
 }
 
+/// Put the live session `s` under `o` (drums-net set): its ledger, root and network namespace as its
+/// record names them.
+pub fn set(s: &mut Session, o: &Options) -> Result<()> {
+    let ns = s.ns.as_ref().ok_or_else(|| Error::bad_field("ns", "missing: the session has no namespaces"))?;
+    if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
+        return Err(Error::bad_input(format!("session {}: its init is gone", s.id)));
+    }
+    let netns = crate::nsenter::NsFile::open(ns.init_pid, crate::nsenter::Kind::Net)?;
+    crate::net::ensure_firewall()?;
+    let ledger = Ledger::open(&s.state_dir)?;
+    apply(&ledger, s, o, netns)
+}
+
+/// The session's policy and counters now (drums-net show).
+pub fn status(s: &Session) -> crate::record::egress::Status {
+    let (counters, why) = match (&s.egress, &s.net) {
+        (None, _) => (None, Some("policy none: no table, nothing can leave to be counted".to_string())),
+        (Some(_), None) => (None, Some("the record has no net section".to_string())),
+        (Some(_), Some(n)) => match counters(n.slot) {
+            Some(c) => (Some(c), None),
+            None => (None, Some(format!("nft could not list the counters of table inet {}", table_name(n.slot)))),
+        },
+    };
+    crate::record::egress::Status {
+        drums: crate::record::VERSION,
+        record_type: Default::default(),
+        session: s.id.clone(),
+        policy: s.egress.as_ref().map(|e| e.policy.clone()).unwrap_or_default(),
+        uplink: s.egress.as_ref().map(|e| e.uplink.clone()),
+        counters,
+        counters_null_reason: why,
+        at: crate::state::now(),
+    }
+}
+
 /// Tables named like a session's (`inet drums_net_*`) on this host, by slot.
 pub fn live_tables() -> Vec<u32> {
     let Ok(o) = std::process::Command::new("nft").args(["list", "tables", "inet"]).output() else { return vec![] };

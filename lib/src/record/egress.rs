@@ -192,6 +192,27 @@ pub struct Resolver {
     pub pid: Option<i32>,
 }
 
+crate::record_type!(NetStatusType = "net_status");
+
+/// What `drums-net show` prints for a session (docs/record.md, "Network status").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Status {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub record_type: NetStatusType,
+    pub session: String,
+    pub policy: Policy,
+    pub uplink: Option<String>,
+    /// Bytes and packets (`<name>_packets`) of the counters `bytes_out`, `bytes_in`, `conns_out` (packets
+    /// of connections' first direction before a reply: `conns_out_packets` approximates connections
+    /// opened) and `refused`, as the kernel counts them in the session's table (IP packets, headers
+    /// included); null with `counters_null_reason` when there is no table (policy none) or it cannot be read.
+    pub counters: Option<Map<String, Value>>,
+    pub counters_null_reason: Option<String>,
+    /// Unix time of the reading.
+    pub at: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
