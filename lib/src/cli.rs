@@ -255,7 +255,7 @@ pub struct NetArgs {
     ///
     /// A session's packets are routed only through it: with the uplink gone they are refused, never
     /// routed another way.
-    #[arg(long, value_name = "IF[:GW]")]
+    #[arg(long, value_name = "UPLINK")]
     pub uplink: Option<String>,
     /// An IPv4 network excepted from the always-refused ranges (a package mirror on the LAN, say);
     /// repeatable or comma-separated. Default: $DRUMS_NET_EXCEPT.
