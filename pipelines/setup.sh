@@ -21,7 +21,7 @@ cargo_version=$(cargo --version | awk '{print $2}')
 packages=(mmdebstrap xvfb openbox dbus dbus-x11 at-spi2-core chromium x11-utils x11-xserver-utils iproute2 iptables nftables
   python3 python3-xlib python3-pil python3-tk python3-pip python3-venv python3-pyatspi python3-numpy sudo mandoc man-db jq curl procps psmisc
   busybox-static cpio qemu-system-x86 binutils fonts-dejavu-core openssl xdg-utils
-  ffmpeg libglib2.0-bin gsettings-desktop-schemas novnc chromium-driver)
+  ffmpeg libglib2.0-bin gsettings-desktop-schemas novnc chromium-driver dnsmasq-base)
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 pub const TOOLS: &[&str] = &[
     "drums-ns", "drums-overlay", "drums-desktop", "drums-ckpt", "drums-restore", "drums-reseed", "drums-ready",
-    "drums-audit", "drums-cgroup", "drums-sweep", "drums-guest", "drums-pool", "drums-view",
+    "drums-audit", "drums-cgroup", "drums-sweep", "drums-guest", "drums-pool", "drums-view", "drums-net",
 ];
 
 /// Every tool's command line as its crate's `cli` module defines it (README, "Adding a tool"), in the
@@ -33,6 +33,7 @@ pub fn commands() -> Vec<(&'static str, clap::Command)> {
         ("drums-guest", drums_guest::cli::Args::command()),
         ("drums-pool", drums_pool::cli::Args::command()),
         ("drums-view", drums_view::cli::Args::command()),
+        ("drums-net", drums_net::cli::Args::command()),
     ]
 }
 

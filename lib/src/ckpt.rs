@@ -221,7 +221,7 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     c.browser_erased = browser_erased;
     c.image = Some(image);
     c.runtime = Some(runtime);
-    c.source = CheckpointSource { session: session.id.clone(), hostname: ns.hostname.clone(), session_addr: session.net()?.session_addr.clone(), session_mac: session.net()?.session_mac.clone(), desktop };
+    c.source = CheckpointSource { session: session.id.clone(), hostname: ns.hostname.clone(), session_addr: session.net()?.session_addr.clone(), session_mac: session.net()?.session_mac.clone(), desktop, net_policy: session.egress.as_ref().map(|e| e.policy.clone()).unwrap_or_default() };
     let path = c.dir.join(crate::session_io::CHECKPOINT_FILE);
     std::fs::write(&path, serde_json::to_vec(&c).expect("records serialize")).ctx("write", &path)?;
     if !o.leave_running {
@@ -306,7 +306,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         clean: o.clean,
         browser_erased: None,
         created_at: crate::state::now(),
-        source: CheckpointSource { session: String::new(), hostname: String::new(), session_addr: String::new(), session_mac: String::new(), desktop: session.desktop()?.clone() },
+        source: CheckpointSource { session: String::new(), hostname: String::new(), session_addr: String::new(), session_mac: String::new(), desktop: session.desktop()?.clone(), net_policy: Default::default() },
         wipe,
         write_open,
         layer_dropped: Some(layer_dropped),

@@ -237,3 +237,39 @@ mod tests {
         assert!(parse_seconds("1.5s").is_err());
     }
 }
+
+/// A session's network options, the same in every tool that makes sessions (drums-ns create,
+/// drums-restore, drums-pool fill): drums(7), "Network boundary".
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct NetArgs {
+    /// Network policy: none (nothing leaves the session), internet, or allow:ENTRY,... with ENTRY a
+    /// name, *.NAME (its subdomains only) or an IPv4 CIDR. Default: $DRUMS_NET, else none.
+    ///
+    /// Whatever the policy, the host's addresses, other sessions, RFC 1918, 100.64.0.0/10,
+    /// 169.254.0.0/16, multicast and 240.0.0.0/4 stay refused (unless --net-except names them), and
+    /// there is no IPv6. A refused connection fails at once. drums(7), "Network boundary".
+    #[arg(long = "net", value_name = "POLICY")]
+    pub net: Option<String>,
+    /// The host interface (and gateway) sessions leave through, IF or IF:GATEWAY. Default:
+    /// $DRUMS_UPLINK, else the host's IPv4 default route when the policy is applied.
+    ///
+    /// A session's packets are routed only through it: with the uplink gone they are refused, never
+    /// routed another way.
+    #[arg(long, value_name = "UPLINK")]
+    pub uplink: Option<String>,
+    /// An IPv4 network excepted from the always-refused ranges (a package mirror on the LAN, say);
+    /// repeatable or comma-separated. Default: $DRUMS_NET_EXCEPT.
+    #[arg(long = "net-except", value_name = "CIDR")]
+    pub net_except: Vec<String>,
+    /// Upstream DNS server of the session's resolver; repeatable or comma-separated. Default:
+    /// $DRUMS_NET_DNS, else the host's /etc/resolv.conf's IPv4 nameservers.
+    #[arg(long = "dns", value_name = "IP")]
+    pub dns: Vec<String>,
+}
+
+impl NetArgs {
+    pub fn options(&self) -> Result<crate::net::egress::Options> {
+        // A policy, uplink or network that does not parse is a usage error, found before anything is read.
+        crate::net::egress::Options::from_args(self.net.as_deref(), self.uplink.as_deref(), &self.net_except, &self.dns).map_err(|e| Error::Usage(e.to_string()))
+    }
+}

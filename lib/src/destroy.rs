@@ -314,6 +314,7 @@ fn order(r: &Resource) -> u8 {
         Resource::Process { .. } => 1,
         Resource::Mount { .. } => 2,
         Resource::Link { .. } => 3,
+        Resource::Egress { .. } => 3,
         Resource::Cgroup { .. } => 4,
         Resource::Slot { .. } => 5,
         Resource::Dir { .. } => 6,
@@ -383,6 +384,13 @@ fn remove(res: &Resource, created_t: f64, state_dir: &Path, opts: &DestroyOption
                 Err(e) => Err(Fail { reason: format!("link {name}: delete: {e}"), errno: e.raw_os_error() }),
             }
         }
+        Resource::Egress { .. } => {
+            // Named by a slot, which is reused: a later session's is not ours to remove.
+            if let Some(other) = claimed_later(res, created_t, state_dir) {
+                return Ok(Done::Gone(format!("the slot's egress state now belongs to session {other}")));
+            }
+            crate::net::egress::remove(res).map(|_| Done::Removed).map_err(|e| Fail { errno: None, reason: e.to_string() })
+        }
         Resource::Cgroup { path } => {
             if !path.exists() {
                 return Ok(Done::Gone("no such cgroup directory".into()));
@@ -422,6 +430,14 @@ fn thaw(resources: &[(Resource, f64)]) {
     }
 }
 
+/// Whether two resources name the same host object: a slot's egress state is named by the slot alone.
+fn same_name(a: &Resource, b: &Resource) -> bool {
+    match (a, b) {
+        (Resource::Egress { slot: x, .. }, Resource::Egress { slot: y, .. }) => x == y,
+        _ => a == b,
+    }
+}
+
 /// The id of another session whose ledger created an equal resource after `t` and still holds it.
 fn claimed_later(res: &Resource, t: f64, mine: &Path) -> Option<String> {
     let rd = std::fs::read_dir(crate::state::sessions_root()).ok()?;
@@ -431,7 +447,7 @@ fn claimed_later(res: &Resource, t: f64, mine: &Path) -> Option<String> {
             continue;
         }
         let Ok(c) = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)) else { continue };
-        if live_with_time(&c).iter().any(|(r, t2)| r == res && *t2 > t) {
+        if live_with_time(&c).iter().any(|(r, t2)| same_name(r, res) && *t2 > t) {
             return Some(c.owner().map(|o| o.0.to_string()).unwrap_or_else(|| dir.display().to_string()));
         }
     }

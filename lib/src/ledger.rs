@@ -50,6 +50,10 @@ pub enum Resource {
     Cgroup { path: PathBuf },
     /// A CRIU image directory (kept at destroy unless asked).
     Image { path: PathBuf },
+    /// A session's network policy on the host (crate::net::egress): its nftables table
+    /// `inet drums_net_<slot>`, its routing rules and table, and its resolver (the process whose pid
+    /// `pid_file` holds).
+    Egress { slot: u32, host_if: String, pid_file: PathBuf },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

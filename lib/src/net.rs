@@ -11,6 +11,8 @@ use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
+pub mod egress;
+
 /// Sessions get /30 networks out of 10.77.0.0/16: slot N is 10.77.0.0 + 4N.
 pub const POOL_BASE: [u8; 4] = [10, 77, 0, 0];
 pub const POOL_SLOTS: u32 = 16384;
@@ -128,6 +130,16 @@ pub fn configure_session_end_in(ns: NsFile, current_name: &str, slot: u32, mac: 
     crate::nsenter::on_thread(vec![ns], move || {
         crate::netlink::run(|h| async move {
             let idx = link_index(&h, &current).await?.ok_or_else(|| Error::failed(format!("{current} is not in the session")))?;
+            // Lowering the link drops the routes through it: a default route (a network policy's,
+            // crate::net::egress) is put back once it is up again.
+            let had_default = {
+                let mut routes = h.route().get(rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new().build()).execute();
+                let mut found = false;
+                while let Some(r) = routes.try_next().await.map_err(|e| nl_err("list routes", e))? {
+                    found |= r.header.destination_prefix_length == 0;
+                }
+                found
+            };
             // A link must be down to be renamed or to change its MAC.
             h.link().set(LinkUnspec::new_with_index(idx).down().build()).execute().await.map_err(|e| nl_err("lower eth0", e))?;
             let mut m = LinkUnspec::new_with_index(idx);
@@ -150,6 +162,10 @@ pub fn configure_session_end_in(ns: NsFile, current_name: &str, slot: u32, mac: 
             }
             h.address().add(idx, session_addr.into(), PREFIX_LEN).execute().await.map_err(|e| nl_err("address eth0", e))?;
             h.link().set(LinkUnspec::new_with_index(idx).up().build()).execute().await.map_err(|e| nl_err("raise eth0", e))?;
+            if had_default {
+                let gw = slot_addrs(slot).0;
+                h.route().add(rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new().gateway(gw).build()).replace().execute().await.map_err(|e| nl_err("restore the default route", e))?;
+            }
             if let Some(lo) = link_index(&h, "lo").await? {
                 h.link().set(LinkUnspec::new_with_index(lo).up().build()).execute().await.map_err(|e| nl_err("raise lo", e))?;
             }
@@ -204,9 +220,11 @@ pub const VIEW_PORTS: (u16, u16) = (3786, 3795);
 /// 1.0.6), since the live table is compared with it line by line. A packet from a session whose source
 /// is not routed back through the link it came in on (another session's address, the host's, anything)
 /// is dropped before connection tracking sees it; otherwise sessions may only answer connections the host
-/// opened; nothing is forwarded to or from a session. New connections to drums-view's ports on the
-/// loopback (`VIEW_PORTS`) are refused to the same users as connections into sessions. (A socket-less packet, which the kernel sends, has
-/// no owner: the owner rule passes it.)
+/// opened; nothing is forwarded to or from a session, and nothing reaches the host from one, unless the
+/// session's own policy table (`egress`, made only under a policy other than `none`) marked the packet
+/// with `egress::PERMIT_MARK`, which no session can set. New connections to drums-view's ports on the
+/// loopback (`VIEW_PORTS`) are refused to the same users as connections into sessions. (A socket-less
+/// packet, which the kernel sends, has no owner: the owner rule passes it.)
 pub fn firewall(allowed: &[u32]) -> String {
     let uids = match allowed {
         [one] => one.to_string(),
@@ -222,13 +240,14 @@ pub fn firewall(allowed: &[u32]) -> String {
   chain input {{
     type filter hook input priority filter; policy accept;
     iifname "drums*" ct state established,related accept
+    iifname "drums*" meta mark {mark:#010x} accept
     iifname "drums*" counter drop
   }}
 
   chain forward {{
     type filter hook forward priority filter; policy accept;
-    iifname "drums*" counter drop
-    oifname "drums*" counter drop
+    iifname "drums*" meta mark != {mark:#010x} counter drop
+    oifname "drums*" meta mark != {mark:#010x} counter drop
   }}
 
   chain output {{
@@ -240,6 +259,7 @@ pub fn firewall(allowed: &[u32]) -> String {
 "#,
         view_lo = VIEW_PORTS.0,
         view_hi = VIEW_PORTS.1,
+        mark = egress::PERMIT_MARK,
     )
 }
 
@@ -354,6 +374,7 @@ struct Verified {
     allowed: Vec<u32>,
     /// SHA-256 of the table this version expects: a Drums whose table differs (a rule added) lists and
     /// replaces the one an older version verified, instead of trusting the older verification.
+    #[serde(default)]
     table: String,
 }
 
@@ -576,13 +597,13 @@ mod tests {
         let listed = want.replace("  ", "\t").replace("counter", "counter packets 12 bytes 3456").replace("{ 0, 1001, 7 }", "{ 7, 0, 1001 }");
         assert_eq!(firewall_differences(&want, &Ok(listed.clone())), Vec::<String>::new());
         assert_eq!(firewall_differences(&want, &Err("No such file or directory".into())).len(), 1);
-        let flushed = listed.replace("\t\tiifname \"drums*\" ct state established,related accept\n\t\tiifname \"drums*\" counter packets 12 bytes 3456 drop\n", "");
-        assert_eq!(firewall_differences(&want, &Ok(flushed)).len(), 2);
+        let flushed = listed.replace("\t\tiifname \"drums*\" ct state established,related accept\n\t\tiifname \"drums*\" meta mark 0x64726d01 accept\n\t\tiifname \"drums*\" counter packets 12 bytes 3456 drop\n", "");
+        assert_eq!(firewall_differences(&want, &Ok(flushed)).len(), 3);
         let extra = listed.replace("\tchain input {\n", "\tflags dormant\n\tset s {\n\t\ttype ipv4_addr\n\t\telements = { 1.2.3.4,\n\t\t\t     5.6.7.8 }\n\t}\n\tchain input {\n");
         assert_eq!(firewall_differences(&want, &Ok(extra)), vec!["an extra `set s`".to_string(), "an extra `flags dormant`".to_string()]);
         let changed = listed.replace("policy accept;\n\t\tiifname \"drums*\" ct", "policy accept;\n\t\tiifname \"drums*\" accept\n\t\tiifname \"drums*\" ct");
         let d = firewall_differences(&want, &Ok(changed));
-        assert_eq!(d.len(), 3, "{d:?}");
+        assert_eq!(d.len(), 4, "{d:?}");
         assert!(d[0].starts_with("`chain input` line 2: `iifname \"drums*\" accept`"), "{d:?}");
     }
     #[test]

@@ -37,6 +37,8 @@ struct InitConfig {
 
 pub struct NsOptions {
     pub hostname: Option<String>,
+    /// The session's network policy (crate::net::egress).
+    pub net: crate::net::egress::Options,
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
@@ -95,6 +97,9 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
             let mac = crate::net::random_mac();
             crate::net::create_veth(slot, init_pid, &mac)?;
             crate::net::configure_session_end(init_pid, crate::net::SESSION_IF, slot, None)?;
+            session.net = Some(crate::net::net_record(slot, &mac));
+            // The policy before the init runs anything: its resolv.conf and route are there from the start.
+            crate::net::egress::apply(&ledger, session, &opts.net, crate::nsenter::NsFile::open(init_pid, crate::nsenter::Kind::Net)?)?;
 
             let cfg = InitConfig { merged, hostname: hostname.clone(), exe, session: session.id.clone() };
             let mut go = std::fs::File::from(go_w);
@@ -111,7 +116,6 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
                 hostname,
                 inodes: inodes(init_pid)?,
             });
-            session.net = Some(crate::net::net_record(slot, &mac));
             ledger.phase("live")?;
             Ok(())
         }

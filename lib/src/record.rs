@@ -12,6 +12,7 @@ mod ids;
 pub use ids::{check_checkpoint_id, check_id, check_session_id, now};
 pub mod boundary;
 pub mod cgroup;
+pub mod egress;
 pub mod layers;
 pub mod pool;
 
@@ -197,6 +198,9 @@ pub struct Session {
     /// The session's own cgroups (drums-cgroup, drums-restore); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<cgroup::Section>,
+    /// The network policy and its enforcement on the host (crate::net::egress); absent: policy `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<egress::Section>,
     /// What a restored sibling was restored from (drums-restore); absent: a cold session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<Restore>,
@@ -303,6 +307,9 @@ pub struct CheckpointSource {
     /// MAC of the source's eth0: restored siblings keep it until drums-reseed gives them their own.
     pub session_mac: String,
     pub desktop: Desktop,
+    /// The network policy the source ran under (absent: `none`); a sibling may be restored under another.
+    #[serde(default, skip_serializing_if = "egress::Policy::is_none")]
+    pub net_policy: egress::Policy,
 }
 
 /// What drums-ckpt erased in the browser before a dump.
@@ -527,6 +534,7 @@ impl Session {
             ready: None,
             pool: None,
             cgroup: None,
+            egress: None,
             restore: None,
             reseed: None,
             extra: Default::default(),

@@ -17,6 +17,8 @@ pub struct RestoreOptions {
     pub limits: Option<crate::cgroup::Limits>,
     /// Mark every restored process mergeable by KSM (PR_SET_MEMORY_MERGE); opt-in.
     pub ksm: bool,
+    /// The siblings' network policy (default `none`, whatever the checkpoint's source ran under).
+    pub net: crate::net::egress::Options,
 }
 
 /// Where a restore hands CRIU the sibling's network namespace (`--inherit-fd fd[N]:drums-net`): a
@@ -94,6 +96,10 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     crate::net::create_veth_in(slot, &netns, &c.source.session_mac)?;
     let netns_dup = netns.try_clone().ctx("duplicate", "the network namespace descriptor")?;
     crate::net::configure_session_end_in(crate::nsenter::NsFile::from_file(netns_dup, crate::nsenter::Kind::Net), crate::net::SESSION_IF, slot, None)?;
+    s.net = Some(crate::net::net_record(slot, &c.source.session_mac));
+    // The sibling's own policy, on the host, before its processes run.
+    let netns_dup = netns.try_clone().ctx("duplicate", "the network namespace descriptor")?;
+    crate::net::egress::apply(ledger, s, &o.net, crate::nsenter::NsFile::from_file(netns_dup, crate::nsenter::Kind::Net))?;
     let network_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
@@ -167,8 +173,6 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     }
     let init_pid: i32 = pid_text.trim().parse().map_err(|_| Error::failed(format!("criu restore wrote no pid to {}", pidfile.display())))?;
     let init_start = crate::proc::start_time(init_pid).ok_or_else(|| Error::failed("the restored init vanished"))?;
-
-    s.net = Some(crate::net::net_record(slot, &c.source.session_mac));
 
     let inodes = crate::ns::inodes(init_pid)?;
     let mut desktop = c.source.desktop.clone();

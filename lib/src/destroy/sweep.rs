@@ -123,6 +123,9 @@ pub enum LeftoverKind {
     Cgroup,
     Slot,
     Checkpoint,
+    /// A session's network policy state (nftables table `inet drums_net_<slot>`, its rules, routes and
+    /// resolver): `name` is the table.
+    Egress,
     /// An orphan session whose destroy failed (in `unledgered.left` only: `name` is its state directory).
     Session,
 }
@@ -334,6 +337,8 @@ struct Claimed {
     mounts: BTreeSet<PathBuf>,
     cgroups: BTreeSet<PathBuf>,
     slots: BTreeSet<PathBuf>,
+    /// Slots whose egress state a ledger holds.
+    egress: BTreeSet<u32>,
     /// Session directories with a ledger: everything below them is theirs.
     dirs: BTreeSet<PathBuf>,
     ids: BTreeSet<String>,
@@ -382,6 +387,9 @@ fn claimed() -> Claimed {
                 Resource::Slot { path, .. } => {
                     k.slots.insert(path);
                 }
+                Resource::Egress { slot, .. } => {
+                    k.egress.insert(slot);
+                }
                 Resource::Dir { path } => {
                     k.dir_res.insert(path);
                 }
@@ -416,6 +424,7 @@ enum Candidate {
     Cgroup(PathBuf),
     Slot(PathBuf),
     Partial(PathBuf),
+    Egress(u32),
 }
 
 fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
@@ -503,6 +512,18 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         cands.push((lo, Candidate::Slot(p), age));
     }
 
+    // A session's policy table is made after its Egress resource is ledgered: one that no ledger names
+    // was left by a ledger lost or removed by hand. Its removal takes its rules and routes with it (its
+    // resolver is only known through the lost ledger's state directory).
+    for slot in crate::net::egress::live_tables() {
+        if k.egress.contains(&slot) {
+            continue;
+        }
+        let name = format!("inet {}", crate::net::egress::table_name(slot));
+        let lo = Leftover { kind: LeftoverKind::Egress, name: name.clone(), note: "a session's network policy table in no ledger".into(), errno: None };
+        let age = dated(format!("egress:{slot}"), None);
+        cands.push((lo, Candidate::Egress(slot), age));
+    }
     // A checkpoint is written as `<checkpoint root>/<id>.partial` and renamed when complete; one that no
     // ledger names any more is what a dump killed midway left (it may hold hundreds of MiB of images).
     for e in std::fs::read_dir(crate::state::checkpoint_root()).into_iter().flatten().flatten() {
@@ -549,6 +570,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         Candidate::Cgroup(_) => 3,
         Candidate::Slot(_) => 4,
         Candidate::Partial(_) => 5,
+        Candidate::Egress(_) => 2,
     });
     // Ledgers again, right before acting: anything a tool ledgered since the first read is not ours.
     let fresh = if dry || cands.is_empty() { None } else { Some(claimed()) };
@@ -572,6 +594,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
                 Candidate::Cgroup(p) => f.cgroups.contains(p) || p.file_name().is_some_and(|n| f.ids.contains(&*n.to_string_lossy())),
                 Candidate::Slot(p) => f.slots.contains(p),
                 Candidate::Partial(p) => f.dir_res.contains(p),
+                Candidate::Egress(slot) => f.egress.contains(slot),
             };
             if now_claimed {
                 continue;
@@ -596,6 +619,10 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
                 Err((e, at)) => Err((format!("{}: unmount: {e}", at.display()), e.raw_os_error())),
             },
             Candidate::Cgroup(p) => super::remove_cgroup(p).map(|_| "removed".into()).map_err(|f| (f.reason, f.errno)),
+            Candidate::Egress(slot) => {
+                let res = crate::net::egress::resource(*slot, Path::new("/nonexistent"));
+                crate::net::egress::remove(&res).map(|_| "removed with its rules and routes".into()).map_err(|e| (e.to_string(), None))
+            }
             Candidate::Partial(p) => match fsops::remove_tree(p) {
                 Ok(true) => Ok("removed".into()),
                 Ok(false) => Ok("already gone".into()),

@@ -22,6 +22,8 @@ pub enum Cmd {
         /// Hostname inside the session (default: the session id).
         #[arg(long, value_name = "NAME")]
         hostname: Option<String>,
+        #[command(flatten)]
+        net: cli::NetArgs,
         /// Session records, one per line (default: stdin).
         #[arg(value_name = "RECORDS")]
         input: Option<PathBuf>,

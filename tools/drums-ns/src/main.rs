@@ -9,14 +9,15 @@ fn main() {
         drums::ns::init_main();
     }
     cli::run("drums-ns", |a: Args| match a.cmd {
-        Cmd::Create { hostname, input } => {
+        Cmd::Create { hostname, net, input } => {
+            let net = net.options()?;
             cli::require_root()?;
             let sessions = cli::read_sessions(input.as_deref())?;
             if hostname.is_some() && sessions.len() > 1 {
                 return Err(drums::Error::Usage("--hostname takes one record; sessions need distinct names".into()));
             }
             for mut s in sessions {
-                drums::ns::create(&mut s, &drums::ns::NsOptions { hostname: hostname.clone() })?;
+                drums::ns::create(&mut s, &drums::ns::NsOptions { hostname: hostname.clone(), net: net.clone() })?;
                 drums::session_io::emit_session(&s)?;
             }
             Ok(())

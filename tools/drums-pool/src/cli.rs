@@ -59,6 +59,8 @@ pub enum Cmd {
         /// cross-tenant side channel, a scanning thread).
         #[arg(long)]
         ksm: bool,
+        #[command(flatten)]
+        net: cli::NetArgs,
         /// Size limit of each sibling's writable tmpfs, as drums-restore --size.
         ///
         /// The size is read as drums(7), "Sizes and durations", says.

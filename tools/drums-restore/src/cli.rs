@@ -46,6 +46,8 @@ pub struct Args {
     /// identical pages between siblings.
     #[arg(long)]
     pub ksm: bool,
+    #[command(flatten)]
+    pub net: cli::NetArgs,
     /// Checkpoint record file (default: stdin).
     #[arg(value_name = "RECORD")]
     pub input: Option<PathBuf>,

@@ -4,6 +4,7 @@ use drums_restore::cli::Args;
 
 fn main() {
     cli::run("drums-restore", |a: Args| {
+        let net = a.net.options()?;
         let c = match &a.checkpoint {
             Some(id) => drums::session_io::load_checkpoint(id)?,
             None => {
@@ -25,7 +26,7 @@ fn main() {
         };
         cli::require_root()?;
         drums::restore::check_checkpoint(&c)?;
-        let o = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm };
+        let o = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm, net };
         let mut first_err = None;
         for i in 0..a.count {
             cli::progress("drums-restore", &format!("sibling {}/{}", i + 1, a.count));

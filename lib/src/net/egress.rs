@@ -1,0 +1,613 @@
+//! A session's network policy on the host (drums(7), "Network boundary"): what leaves a session, through
+//! which interface, and how its names are resolved. Everything lives on the host, none of it in the
+//! session or its checkpoint, so a sibling can be restored under another policy than its source's.
+//!
+//! Under `none` nothing is made: the shared table `inet drums` drops whatever a session sends beyond its
+//! link, as it always did. Under `internet` or an allow list, one ledger resource (`egress`) stands for
+//! - the nftables table `inet drums_net_<slot>`, which filters the session's forwarded packets (before the
+//!   shared table, which lets through only what this table marked with PERMIT_MARK), rejects at once what
+//!   the policy or the always-denied ranges refuse, masquerades what goes out through the uplink, and
+//!   counts bytes and connections;
+//! - policy routing: rules at preference `rule_pref(slot)` send what comes in on the session's link, and
+//!   the queries its resolver sends from the host end's address (to port 53 only: the host's answers and
+//!   refusals to sessions from that address follow the main table), to the routing table `route_table(slot)`, which
+//!   holds only the uplink's route; a `prohibit` rule after it means that with the uplink gone, the packet
+//!   is refused, never routed another way;
+//! - the session's resolver, a dnsmasq on the host end of its link (its pid in the state directory's
+//!   `resolver.pid`), which answers only what the policy allows and, for allow lists, puts the addresses
+//!   it hands out into the table's set `resolved`, the only addresses (with the allowed networks) that
+//!   are forwarded.
+//! Removing the resource (destroy, the sweep, a policy change) undoes all three; each step is idempotent.
+
+use crate::error::{Error, IoContext, Result};
+use crate::ledger::{Ledger, Resource};
+use crate::record::egress::{Allow, Cidr, Policy, Resolver, Section};
+use crate::record::Session;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+/// The packet mark by which a session's own table tells the shared table `inet drums` that a packet from
+/// or to a session is allowed by the session's policy. Packets from a session arrive with mark 0 (a veth
+/// crossing namespaces scrubs it), so a session cannot forge it.
+pub const PERMIT_MARK: u32 = 0x6472_6d01;
+/// Routing tables of sessions: ROUTE_TABLE_BASE + slot.
+pub const ROUTE_TABLE_BASE: u32 = 770_000;
+/// Rule preferences of sessions: RULE_PREF_BASE + slot (below the main table's 32766).
+pub const RULE_PREF_BASE: u32 = 10_000;
+/// Prefix of the per-session nftables tables.
+pub const TABLE_PREFIX: &str = "drums_net_";
+/// The nameserver address every session's /etc/resolv.conf names, whatever its slot or policy: the
+/// session's table translates it to its own resolver on the host end of its link. One address for all
+/// means a restored sibling's processes, which read their resolver before the checkpoint (Chromium,
+/// glibc), never hold another session's; under `none` the session has no route to it and a lookup fails
+/// at once.
+pub const RESOLVER_ADDR: &str = "169.254.77.53";
+pub const PID_FILE: &str = "resolver.pid";
+pub const LOG_FILE: &str = "resolver.log";
+
+/// Always denied, whatever the policy (unless an operator excepts a network): this host's networks and
+/// the other sessions' (10.77.0.0/16 is inside 10.0.0.0/8), RFC 1918, shared address space, loopback,
+/// link-local (the cloud metadata address 169.254.169.254), "this network", multicast, reserved and
+/// broadcast. The host's own addresses are refused on the input path (a session reaches only its
+/// resolver there).
+pub const ALWAYS_DENIED: &[&str] =
+    &["0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4"];
+
+pub fn table_name(slot: u32) -> String {
+    format!("{TABLE_PREFIX}{slot}")
+}
+pub fn route_table(slot: u32) -> u32 {
+    ROUTE_TABLE_BASE + slot
+}
+pub fn rule_pref(slot: u32) -> u32 {
+    RULE_PREF_BASE + slot
+}
+
+/// The interface (and gateway) sessions' packets leave through.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Uplink {
+    pub ifname: String,
+    pub gateway: Option<Ipv4Addr>,
+}
+
+impl Uplink {
+    /// `IF` or `IF:GATEWAY`.
+    pub fn parse(s: &str) -> Result<Uplink> {
+        let (i, g) = match s.split_once(':') {
+            Some((i, g)) => (i, Some(g.parse::<Ipv4Addr>().map_err(|_| Error::bad_input(format!("uplink `{s}`: `{g}` is not an IPv4 gateway address")))?)),
+            None => (s, None),
+        };
+        if i.is_empty() || i.len() > 15 || i.contains('/') || i.starts_with(crate::state::NAME_PREFIX) {
+            return Err(Error::bad_input(format!("uplink `{s}`: `{i}` is not an interface name sessions may leave through")));
+        }
+        Ok(Uplink { ifname: i.to_string(), gateway: g })
+    }
+    /// The host's IPv4 default route (/proc/net/route), the uplink when none is named.
+    pub fn host_default() -> Result<Uplink> {
+        let t = std::fs::read_to_string("/proc/net/route").ctx("read", "/proc/net/route")?;
+        parse_default_route(&t).ok_or_else(|| Error::env("this host has no IPv4 default route: name the uplink sessions leave through (--uplink IF[:GW])"))
+    }
+}
+
+fn parse_default_route(table: &str) -> Option<Uplink> {
+    // Iface Destination Gateway Flags RefCnt Use Metric Mask ...; addresses little-endian hex.
+    let mut best: Option<(u32, Uplink)> = None;
+    for l in table.lines().skip(1) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 8 || f[1] != "00000000" || f[7] != "00000000" {
+            continue;
+        }
+        let gw = u32::from_str_radix(f[2], 16).ok()?;
+        let metric: u32 = f[6].parse().unwrap_or(u32::MAX);
+        let up = Uplink { ifname: f[0].to_string(), gateway: (gw != 0).then(|| Ipv4Addr::from(u32::from_be(gw))) };
+        if best.as_ref().is_none_or(|b| metric < b.0) {
+            best = Some((metric, up));
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// A session's network options: drums-ns create, drums-restore and drums-pool fill take them
+/// (`--net`, `--uplink`, `--net-except`, `--dns`), and each falls back to its environment variable.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub policy: Policy,
+    /// None: the host's default route at the time the policy is applied.
+    pub uplink: Option<Uplink>,
+    pub except: Vec<Cidr>,
+    /// The resolver's upstream servers; empty: the host's /etc/resolv.conf's IPv4 nameservers.
+    pub dns: Vec<Ipv4Addr>,
+}
+
+impl Options {
+    /// From the command line's values, each unset one from DRUMS_NET, DRUMS_UPLINK, DRUMS_NET_EXCEPT
+    /// (comma-separated) and DRUMS_NET_DNS (comma-separated).
+    pub fn from_args(net: Option<&str>, uplink: Option<&str>, except: &[String], dns: &[String]) -> Result<Options> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let list = |given: &[String], k: &str| -> Vec<String> {
+            if given.is_empty() {
+                env(k).map(|v| v.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect()).unwrap_or_default()
+            } else {
+                given.iter().flat_map(|g| g.split(',').map(|x| x.trim().to_string())).filter(|x| !x.is_empty()).collect()
+            }
+        };
+        let policy = match net.map(str::to_string).or_else(|| env("DRUMS_NET")) {
+            Some(p) => Policy::parse(&p)?,
+            None => Policy::None,
+        };
+        let uplink = uplink.map(str::to_string).or_else(|| env("DRUMS_UPLINK")).map(|u| Uplink::parse(&u)).transpose()?;
+        let except = list(except, "DRUMS_NET_EXCEPT").iter().map(|c| Cidr::parse(c)).collect::<Result<Vec<_>>>()?;
+        let dns = list(dns, "DRUMS_NET_DNS")
+            .iter()
+            .map(|d| d.parse::<Ipv4Addr>().map_err(|_| Error::bad_input(format!("--dns `{d}` is not an IPv4 address"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Options { policy, uplink, except, dns })
+    }
+}
+
+/// The host's /etc/resolv.conf's IPv4 nameservers.
+fn host_nameservers() -> Vec<Ipv4Addr> {
+    std::fs::read_to_string("/etc/resolv.conf")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("nameserver"))
+        .filter_map(|a| a.trim().parse::<Ipv4Addr>().ok())
+        .collect()
+}
+
+/// The session's table, as `nft -f` takes it.
+pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> String {
+    let (host, sess) = super::slot_addrs(slot);
+    let hif = super::host_if_name(slot);
+    let t = table_name(slot);
+    let denied = ALWAYS_DENIED.join(", ");
+    let nets: Vec<String> = policy.nets().iter().map(Cidr::to_string).collect();
+    let set_elems = |v: &[String]| if v.is_empty() { String::new() } else { format!("\n    elements = {{ {} }}", v.join(", ")) };
+    let exc: Vec<String> = except.iter().map(Cidr::to_string).collect();
+    let verdict = match policy {
+        Policy::Internet => format!("    ct state new counter name conns_out\n    meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n"),
+        _ => format!("    ip daddr @allowed ct state new counter name conns_out\n    ip daddr @allowed meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n    ip daddr @resolved ct state new counter name conns_out\n    ip daddr @resolved meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n"),
+    };
+    format!(
+        r#"table inet {t} {{
+  counter bytes_out {{ }}
+  counter bytes_in {{ }}
+  counter conns_out {{ }}
+  counter refused {{ }}
+  set denied {{
+    type ipv4_addr
+    flags interval
+    elements = {{ {denied} }}
+  }}
+  set except {{
+    type ipv4_addr
+    flags interval{exc}
+  }}
+  set allowed {{
+    type ipv4_addr
+    flags interval{nets}
+  }}
+  set resolved {{
+    type ipv4_addr
+  }}
+  chain egress {{
+    oifname != "{uplink}" counter name refused reject with icmp admin-prohibited
+    ct state established,related meta mark set {PERMIT_MARK:#x} counter name bytes_out accept
+    meta nfproto != ipv4 counter name refused reject
+    ip daddr @except ct state new counter name conns_out
+    ip daddr @except meta mark set {PERMIT_MARK:#x} counter name bytes_out accept
+    ip daddr @denied meta l4proto tcp counter name refused reject with tcp reset
+    ip daddr @denied counter name refused reject with icmp admin-prohibited
+    fib daddr type != unicast counter name refused reject with icmp admin-prohibited
+{verdict}    meta l4proto tcp counter name refused reject with tcp reset
+    counter name refused reject with icmp admin-prohibited
+  }}
+  chain forward {{
+    type filter hook forward priority filter - 1; policy accept;
+    iifname "{hif}" jump egress
+    oifname "{hif}" ct state established,related meta mark set {PERMIT_MARK:#x} counter name bytes_in accept
+  }}
+  chain input {{
+    type filter hook input priority filter - 1; policy accept;
+    iifname "{hif}" ct state established,related accept
+    iifname "{hif}" ip daddr {host} meta l4proto {{ tcp, udp }} th dport 53 meta mark set {PERMIT_MARK:#x} accept
+    iifname "{hif}" meta l4proto tcp counter name refused reject with tcp reset
+    iifname "{hif}" counter name refused reject with icmp admin-prohibited
+  }}
+  chain prerouting {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "{hif}" ip daddr {RESOLVER_ADDR} meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {host}
+  }}
+  chain postrouting {{
+    type nat hook postrouting priority srcnat; policy accept;
+    oifname "{uplink}" ip saddr {{ {host}, {sess} }} masquerade
+  }}
+}}
+"#,
+        exc = set_elems(&exc),
+        nets = set_elems(&nets),
+    )
+}
+
+/// Run `nft -f -` with `input`.
+fn nft(input: &str) -> Result<()> {
+    let mut child = std::process::Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::env(format!("nft (package nftables) is needed for a session's network policy: {e}")))?;
+    child.stdin.take().unwrap().write_all(input.as_bytes()).map_err(|e| Error::failed(format!("nft: {e}")))?;
+    let o = child.wait_with_output().map_err(|e| Error::failed(format!("nft: {e}")))?;
+    if !o.status.success() {
+        return Err(Error::failed(format!("nft -f: {}", String::from_utf8_lossy(&o.stderr).trim())));
+    }
+    Ok(())
+}
+
+/// Run `ip -batch -` with `lines`; `force`: go on past errors (removal of what may be gone).
+fn ip_batch(lines: &[String], force: bool) -> Result<()> {
+    let mut args = vec!["-batch", "-"];
+    if force {
+        args.insert(0, "-force");
+    }
+    let mut child = std::process::Command::new("ip")
+        .args(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::env(format!("ip (package iproute2) is needed for a session's network policy: {e}")))?;
+    child.stdin.take().unwrap().write_all(lines.join("\n").as_bytes()).map_err(|e| Error::failed(format!("ip: {e}")))?;
+    let o = child.wait_with_output().map_err(|e| Error::failed(format!("ip: {e}")))?;
+    if !o.status.success() && !force {
+        return Err(Error::failed(format!("ip -batch: {}", String::from_utf8_lossy(&o.stderr).trim())));
+    }
+    Ok(())
+}
+
+fn set_forwarding(ifname: &str) -> Result<()> {
+    let p = PathBuf::from(format!("/proc/sys/net/ipv4/conf/{ifname}/forwarding"));
+    if !p.exists() {
+        return Err(Error::env(format!("the uplink {ifname} does not exist on this host")));
+    }
+    std::fs::write(&p, "1").ctx("enable forwarding", &p)
+}
+
+/// The resource that stands for a session's egress state (see the module's comment).
+pub fn resource(slot: u32, state_dir: &Path) -> Resource {
+    Resource::Egress { slot, host_if: super::host_if_name(slot), pid_file: state_dir.join(PID_FILE) }
+}
+
+/// Apply `o` to the session `s` (its `net` made): replace whatever egress state it had, write its
+/// resolv.conf into its root (`merged`: the overlay, seen from the host) and its default route into its
+/// network namespace `netns`, and set `s.egress`. Under `none` it removes the state and the route.
+pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsenter::NsFile) -> Result<()> {
+    let net = s.net()?.clone();
+    let slot = net.slot;
+    let (host, _) = super::slot_addrs(slot);
+    let merged = s.overlay()?.merged.clone();
+    let res = resource(slot, &s.state_dir);
+    let had = ledger.read()?.live().contains(&res);
+    if had {
+        remove(&res)?;
+    }
+    if o.policy.is_none() {
+        if had {
+            ledger.release(res)?;
+        }
+        session_route(netns, None)?;
+        write_resolv_conf(&merged)?;
+        s.egress = None;
+        return Ok(());
+    }
+    let uplink = match &o.uplink {
+        Some(u) => u.clone(),
+        None => Uplink::host_default()?,
+    };
+    let upstream = if o.dns.is_empty() { host_nameservers() } else { o.dns.clone() };
+    if upstream.is_empty() {
+        return Err(Error::env("no upstream DNS server for the session's resolver: the host's /etc/resolv.conf names no IPv4 nameserver (--dns IP)"));
+    }
+    if !had {
+        ledger.create_res(res.clone())?;
+    }
+    set_forwarding(&uplink.ifname)?;
+    set_forwarding(&net.host_if)?;
+    let t = table_name(slot);
+    nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n{}", table_text(slot, &o.policy, &uplink.ifname, &o.except)))?;
+    let (rt, pref) = (route_table(slot), rule_pref(slot));
+    let via = uplink.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
+    let hif = &net.host_if;
+    ip_batch(
+        &[
+            format!("route replace table {rt} default{via} dev {}", uplink.ifname),
+            format!("route replace table {rt} {} dev {hif} scope link src {host}", net_of(slot)),
+            format!("rule add pref {pref} iif {hif} lookup {rt}"),
+            format!("rule add pref {pref} from {host} ipproto udp dport 53 lookup {rt}"),
+            format!("rule add pref {pref} from {host} ipproto tcp dport 53 lookup {rt}"),
+            format!("rule add pref {pref} iif {hif} prohibit"),
+            format!("rule add pref {pref} from {host} ipproto udp dport 53 prohibit"),
+            format!("rule add pref {pref} from {host} ipproto tcp dport 53 prohibit"),
+        ],
+        false,
+    )?;
+    let pid = start_resolver(&s.state_dir, slot, &o.policy, &upstream)?;
+    session_route(netns, Some(host))?;
+    write_resolv_conf(&merged)?;
+    s.egress = Some(Section {
+        policy: o.policy.clone(),
+        uplink: uplink.ifname.clone(),
+        gateway: uplink.gateway.map(|g| g.to_string()),
+        except: o.except.iter().map(Cidr::to_string).collect(),
+        nft_table: format!("inet {t}"),
+        route_table: rt,
+        rule_pref: pref,
+        resolver: Resolver { listen: host.to_string(), upstream: upstream.iter().map(Ipv4Addr::to_string).collect(), pid: Some(pid) },
+        applied_at: crate::state::now(),
+        extra: Default::default(),
+    });
+    Ok(())
+}
+
+fn net_of(slot: u32) -> String {
+    let (h, _) = super::slot_addrs(slot);
+    format!("{}/{}", Ipv4Addr::from(u32::from(h) - 1), super::PREFIX_LEN)
+}
+
+/// The dnsmasq command line of a session's resolver. Without dnsmasq's --stop-dns-rebind: it also
+/// refuses the documentation ranges (TEST-NET-1..3), where the tests' stand-in internet lives, and a
+/// private answer gets nowhere anyway, since the session's table refuses every connection to a private,
+/// shared, link-local or host address whatever name it was resolved from (DNS rebinding included).
+pub fn resolver_args(state_dir: &Path, slot: u32, policy: &Policy, upstream: &[Ipv4Addr]) -> Vec<String> {
+    let (host, _) = super::slot_addrs(slot);
+    let mut a: Vec<String> = [
+        "--conf-file=/dev/null",
+        "--no-resolv",
+        "--no-hosts",
+        "--no-poll",
+        "--bind-interfaces",
+        "--port=53",
+        "--user=nobody",
+        "--group=nogroup",
+        "--cache-size=1000",
+        "--filter-AAAA",
+        "--log-queries",
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect();
+    a.push(format!("--listen-address={host}"));
+    a.push(format!("--pid-file={}", state_dir.join(PID_FILE).display()));
+    a.push(format!("--log-facility={}", state_dir.join(LOG_FILE).display()));
+    let servers = |dom: &str| upstream.iter().map(|u| format!("--server={dom}{u}@{host}")).collect::<Vec<_>>();
+    let set = format!("4#inet#{}#resolved", table_name(slot));
+    match policy {
+        Policy::Internet => a.extend(servers("")),
+        Policy::Allow(list) => {
+            // Everything the list does not name: no such domain.
+            a.push("--address=/#/".into());
+            for e in list {
+                match e {
+                    Allow::Name(n) => {
+                        a.extend(servers(&format!("/{n}/")));
+                        // `/n/` would also forward its subdomains: only `*.n` admits those.
+                        if !list.contains(&Allow::Subdomains(n.clone())) {
+                            a.push(format!("--address=/*.{n}/"));
+                        }
+                        a.push(format!("--nftset=/{n}/{set}"));
+                    }
+                    Allow::Subdomains(n) => {
+                        a.extend(servers(&format!("/*.{n}/")));
+                        // dnsmasq's nftset takes no `*.` form; `/n/` covers the subdomains, and n itself
+                        // is never answered (no such domain, unless n is listed too).
+                        a.push(format!("--nftset=/{n}/{set}"));
+                    }
+                    Allow::Net(_) => {}
+                }
+            }
+        }
+        Policy::None => {}
+    }
+    a
+}
+
+fn start_resolver(state_dir: &Path, slot: u32, policy: &Policy, upstream: &[Ipv4Addr]) -> Result<i32> {
+    let pid_file = state_dir.join(PID_FILE);
+    let _ = std::fs::remove_file(&pid_file);
+    // dnsmasq forks its daemon and exits once it runs (or with the reason it cannot): a started resolver is
+    // known by its pid file, which the ledgered resource names (killed at removal).
+    let o = std::process::Command::new("dnsmasq")
+        .args(resolver_args(state_dir, slot, policy, upstream))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::env(format!("dnsmasq (package dnsmasq-base) is needed for a session's resolver: {e}")))?;
+    if !o.status.success() {
+        return Err(Error::failed(format!("the session's resolver (dnsmasq) did not start: {}", String::from_utf8_lossy(&o.stderr).trim())));
+    }
+    let pid = std::fs::read_to_string(&pid_file).ctx("read", &pid_file)?;
+    pid.trim().parse::<i32>().map_err(|_| Error::failed(format!("{}: `{}` is no pid", pid_file.display(), pid.trim())))
+}
+
+/// The session's default route: via the host end of its link under a policy, none under `none` (a
+/// connection beyond the link then fails at once, unreachable).
+fn session_route(ns: crate::nsenter::NsFile, via: Option<Ipv4Addr>) -> Result<()> {
+    use futures::TryStreamExt;
+    use rtnetlink::RouteMessageBuilder;
+    crate::nsenter::on_thread(vec![ns], move || {
+        crate::netlink::run(|h| async move {
+            let nl = |what: &str, e: rtnetlink::Error| Error::failed(format!("netlink: {what}: {e}"));
+            match via {
+                Some(gw) => {
+                    h.route().add(RouteMessageBuilder::<Ipv4Addr>::new().gateway(gw).build()).replace().execute().await.map_err(|e| nl("the session's default route", e))?;
+                }
+                None => {
+                    let mut routes = h.route().get(RouteMessageBuilder::<Ipv4Addr>::new().build()).execute();
+                    let mut defaults = vec![];
+                    while let Some(r) = routes.try_next().await.map_err(|e| nl("list the session's routes", e))? {
+                        if r.header.destination_prefix_length == 0 {
+                            defaults.push(r);
+                        }
+                    }
+                    for r in defaults {
+                        h.route().del(r).execute().await.map_err(|e| nl("remove the session's default route", e))?;
+                    }
+                }
+            }
+            Ok::<_, Error>(())
+        })
+    })
+}
+
+/// The session's /etc/resolv.conf, written into its own upper layer (the image's is shared, read-only
+/// and empty; a session may have changed its own): RESOLVER_ADDR.
+fn write_resolv_conf(merged: &Path) -> Result<()> {
+    let root = crate::inroot::Root::open(merged, crate::inroot::Links::InRoot)?;
+    let text = format!("# Drums: the session's resolver (drums(7), \"Network boundary\"); none under policy none\nnameserver {RESOLVER_ADDR}\noptions timeout:2 attempts:2\n");
+    crate::inroot::replace_file(&root, Path::new("etc/resolv.conf"), text.as_bytes(), 0o644, 0, 0)
+}
+
+/// Undo a session's egress state: kill its resolver, delete its table, rules and routes. Idempotent.
+pub fn remove(res: &Resource) -> Result<()> {
+    let Resource::Egress { slot, pid_file, .. } = res else {
+        return Err(Error::failed("not an egress resource"));
+    };
+    kill_resolver(pid_file)?;
+    let t = table_name(*slot);
+    nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n"))?;
+    let (rt, pref) = (route_table(*slot), rule_pref(*slot));
+    // Every rule at the session's preference, whatever it says (iif, from, prohibit): `ip rule del pref`
+    // deletes one per line, so as many lines as there can be.
+    let mut lines: Vec<String> = (0..12).map(|_| format!("rule del pref {pref}")).collect();
+    lines.push(format!("route flush table {rt}"));
+    ip_batch(&lines, true)?;
+    if rules_at(pref)? > 0 {
+        return Err(Error::failed(format!("rules at preference {pref} remain after removal")));
+    }
+    Ok(())
+}
+
+fn rules_at(pref: u32) -> Result<usize> {
+    let o = std::process::Command::new("ip").args(["-4", "rule", "show", "pref", &pref.to_string()]).output().map_err(|e| Error::env(format!("ip: {e}")))?;
+    Ok(String::from_utf8_lossy(&o.stdout).lines().filter(|l| !l.trim().is_empty()).count())
+}
+
+/// SIGKILL the dnsmasq named by `pid_file` if it is still the one that wrote it (its command line names
+/// that file).
+fn kill_resolver(pid_file: &Path) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(pid_file) else { return Ok(()) };
+    let Ok(pid) = text.trim().parse::<i32>() else { return Ok(()) };
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let want = format!("--pid-file={}", pid_file.display());
+    if !cmd.split(|b| *b == 0).any(|a| a == want.as_bytes()) {
+        return Ok(());
+    }
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if fd < 0 {
+        return Ok(());
+    }
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // Checked again through the pidfd's process: the pid was not reused between the read and the open.
+    let cmd2 = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    if cmd2 != cmd {
+        return Ok(());
+    }
+    unsafe { libc::syscall(libc::SYS_pidfd_send_signal, std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0) };
+    for _ in 0..200 {
+        if !Path::new(&format!("/proc/{pid}")).exists() || std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| c.is_empty()).unwrap_or(true) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let _ = std::fs::remove_file(pid_file);
+    Ok(())
+}
+
+/// The session's counters (bytes and connections), read from its table: None when it has no table.
+pub fn counters(slot: u32) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let o = std::process::Command::new("nft").args(["-j", "list", "counters", "table", "inet", &table_name(slot)]).output().ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+    let mut m = serde_json::Map::new();
+    for item in v.get("nftables")?.as_array()? {
+        if let Some(c) = item.get("counter") {
+            let name = c.get("name")?.as_str()?.to_string();
+            m.insert(format!("{name}_packets"), c.get("packets")?.clone());
+            m.insert(name, c.get("bytes")?.clone());
+        }
+    }
+    Some(m)
+}
+
+/// Put the live session `s` under `o` (drums-net set): its ledger, root and network namespace as its
+/// record names them.
+pub fn set(s: &mut Session, o: &Options) -> Result<()> {
+    let ns = s.ns.as_ref().ok_or_else(|| Error::bad_field("ns", "missing: the session has no namespaces"))?;
+    if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
+        return Err(Error::bad_input(format!("session {}: its init is gone", s.id)));
+    }
+    let netns = crate::nsenter::NsFile::open(ns.init_pid, crate::nsenter::Kind::Net)?;
+    crate::net::ensure_firewall()?;
+    let ledger = Ledger::open(&s.state_dir)?;
+    apply(&ledger, s, o, netns)
+}
+
+/// The session's policy and counters now (drums-net show).
+pub fn status(s: &Session) -> crate::record::egress::Status {
+    let (counters, why) = match (&s.egress, &s.net) {
+        (None, _) => (None, Some("policy none: no table, nothing can leave to be counted".to_string())),
+        (Some(_), None) => (None, Some("the record has no net section".to_string())),
+        (Some(_), Some(n)) => match counters(n.slot) {
+            Some(c) => (Some(c), None),
+            None => (None, Some(format!("nft could not list the counters of table inet {}", table_name(n.slot)))),
+        },
+    };
+    crate::record::egress::Status {
+        drums: crate::record::VERSION,
+        record_type: Default::default(),
+        session: s.id.clone(),
+        policy: s.egress.as_ref().map(|e| e.policy.clone()).unwrap_or_default(),
+        uplink: s.egress.as_ref().map(|e| e.uplink.clone()),
+        counters,
+        counters_null_reason: why,
+        at: crate::state::now(),
+    }
+}
+
+/// Tables named like a session's (`inet drums_net_*`) on this host, by slot.
+pub fn live_tables() -> Vec<u32> {
+    let Ok(o) = std::process::Command::new("nft").args(["list", "tables", "inet"]).output() else { return vec![] };
+    String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.trim().strip_prefix("table inet ")?.strip_prefix(TABLE_PREFIX)?.parse().ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn default_route_is_read() {
+        let t = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+                 eth0\t00000000\t010200C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n\
+                 eth1\t00000000\t0102A8C0\t0003\t0\t0\t50\t00000000\t0\t0\t0\n\
+                 eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+        assert_eq!(parse_default_route(t), Some(Uplink { ifname: "eth1".into(), gateway: Some("192.168.2.1".parse().unwrap()) }));
+        assert!(Uplink::parse("drums5").is_err());
+        assert_eq!(Uplink::parse("veth0:203.0.113.2").unwrap().gateway, Some("203.0.113.2".parse().unwrap()));
+    }
+    #[test]
+    fn resolver_admits_what_the_list_names() {
+        let p = Policy::parse("allow:example.org,*.cdn.example.net").unwrap();
+        let a = resolver_args(Path::new("/s"), 3, &p, &["198.51.100.53".parse().unwrap()]).join(" ");
+        assert!(a.contains("--address=/#/ "), "{a}");
+        assert!(a.contains("--server=/example.org/198.51.100.53@10.77.0.13"), "{a}");
+        assert!(a.contains("--address=/*.example.org/"), "{a}");
+        assert!(a.contains("--server=/*.cdn.example.net/198.51.100.53@10.77.0.13"), "{a}");
+        assert!(a.contains("--nftset=/example.org/4#inet#drums_net_3#resolved"), "{a}");
+        assert!(a.contains("--nftset=/cdn.example.net/4#inet#drums_net_3#resolved"), "{a}");
+        let t = table_text(3, &p, "up0", &[]);
+        assert!(t.contains("iifname \"drums3\" jump egress"), "{t}");
+    }
+}

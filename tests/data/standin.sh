@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The egress tests' stand-in internet (tests/egress.rs): a network namespace of the test's own holding a
+# web server and a DNS server on documentation addresses, joined to the host by a veth that sessions use
+# as their uplink. Nothing in it routes anywhere else: it has no default route.
+#   standin.sh up NS HOSTIF DIR     make it (DIR: the web root, created; logs go there too)
+#   standin.sh down NS HOSTIF       remove it
+# Addresses: the link 203.0.113.0/24 (host 203.0.113.1, stand-in 203.0.113.2); web 198.51.100.10 (and
+# .11, .12 for other names), DNS 198.51.100.53; and, so that a filter that fails shows as a connection
+# to the stand-in, never as a packet leaving the machine, the stand-in also answers on 10.0.0.10 and
+# 169.254.169.254.
+set -euo pipefail
+cmd=$1 ns=$2 hif=$3
+case "$cmd" in
+up)
+  dir=$4
+  mkdir -p "$dir/www"
+  ip netns add "$ns"
+  ip link add "$hif" type veth peer name eth0 netns "$ns"
+  ip addr add 203.0.113.1/24 dev "$hif"
+  ip link set "$hif" up
+  ip -n "$ns" addr add 203.0.113.2/24 dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  for a in 198.51.100.10 198.51.100.11 198.51.100.12 198.51.100.53 10.0.0.10 169.254.169.254; do
+    ip -n "$ns" addr add "$a/32" dev lo
+  done
+  printf '<html><head><title>Stand-in page</title></head><body>stand-in internet</body></html>\n' > "$dir/www/index.html"
+  [ -f "$dir/www/big.bin" ] || head -c $((100 * 1024 * 1024)) /dev/urandom > "$dir/www/big.bin"
+  # Every name the tests use, answered by the stand-in's own DNS server, nothing forwarded.
+  ip netns exec "$ns" dnsmasq --conf-file=/dev/null --no-resolv --no-hosts --bind-interfaces \
+    --listen-address=198.51.100.53 --port=53 --user=nobody --group=nogroup \
+    --pid-file="$dir/dns.pid" --log-facility="$dir/dns.log" --log-queries --local-ttl=60 \
+    --address=/web.example.org/198.51.100.10 --address=/other.example.org/198.51.100.11 \
+    --address=/sub.example.net/198.51.100.12 --address=/a.sub.example.net/198.51.100.12 \
+    --address=/private.example.org/10.0.0.10 --address=/meta.example.org/169.254.169.254 \
+    --address=/host.example.org/203.0.113.1 --local=/#/
+  ip netns exec "$ns" python3 -m http.server 80 --bind 0.0.0.0 --directory "$dir/www" > "$dir/web.log" 2>&1 &
+  echo $! > "$dir/web.pid"
+  for _ in $(seq 50); do
+    ip netns exec "$ns" bash -c 'exec 3<>/dev/tcp/198.51.100.10/80' 2>/dev/null && exit 0
+    sleep 0.1
+  done
+  echo "the stand-in web server did not start" >&2
+  exit 1
+  ;;
+down)
+  for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+  ip link del "$hif" 2>/dev/null || true
+  ip netns del "$ns" 2>/dev/null || true
+  ;;
+esac

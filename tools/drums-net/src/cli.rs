@@ -1,0 +1,42 @@
+//! drums-net's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS of
+//! man/drums-net.1 from it without running the tool (README, "Adding a tool").
+use clap::{Parser, Subcommand};
+use drums::cli;
+use std::path::PathBuf;
+
+/// A live session's network policy: show it with its counters, or change it (drums(7), "Network
+/// boundary").
+#[derive(Parser)]
+#[command(name = "drums-net", version = cli::VERSION_TEXT)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Print the session's policy and its counters (bytes and connections, from its nftables table).
+    Show {
+        /// The session's id (its latest record is read from its state directory); default: records on stdin.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Session records, one per line (default: stdin).
+        #[arg(value_name = "RECORDS")]
+        input: Option<PathBuf>,
+    },
+    /// Put the session under another policy at once; prints its updated session record.
+    ///
+    /// The old policy's table, rules and resolver are removed and the new ones made, as drums-ns create
+    /// makes them; connections the old policy allowed are not cut, new ones follow the new policy.
+    /// --net none removes everything and the session's default route.
+    Set {
+        /// The session's id; default: a record on stdin.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        #[command(flatten)]
+        net: cli::NetArgs,
+        /// Session record (default: stdin).
+        #[arg(value_name = "RECORD")]
+        input: Option<PathBuf>,
+    },
+}
