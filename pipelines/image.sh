@@ -175,6 +175,19 @@ if [ -x "$img/usr/bin/gnome-terminal" ]; then
     "$img/etc/xdg/openbox/rc.xml" > "$img/home/$user/.config/openbox/rc.xml"
   grep -q '<keybind key="C-A-t">' "$img/home/$user/.config/openbox/rc.xml" || die 5 "could not bind Ctrl+Alt+T in openbox's rc.xml"
 fi
+# Sound: sessions have no sound card, so PulseAudio (where the image has it: os tasks read the volume with
+# pactl) gets a null sink as its default, at half volume. Its own fallback null sink starts at 100%, which
+# made os/28cc3b7e ("the volume is too small ... turn up to the max") score 1 before the agent acted; on
+# OSWorld's machine the volume starts below the maximum.
+if [ -x "$img/usr/bin/pulseaudio" ]; then
+  mkdir -p "$img/etc/pulse/default.pa.d"
+  cat > "$img/etc/pulse/default.pa.d/drums.pa" <<'PA'
+# Drums (pipelines/image.sh): no sound card in a session; a null sink at 50% is the default.
+load-module module-null-sink sink_name=drums sink_properties=device.description=Drums
+set-default-sink drums
+set-sink-volume drums 32768
+PA
+fi
 chown -R "$uid:$uid" "$img/home/$user"
 chmod 755 "$img/home/$user"
 

@@ -20,6 +20,9 @@ pub struct Thumb {
 }
 
 /// The session's screen scaled to `width` pixels wide (at most the screen's own width).
+
+/// How long one thumbnail may wait for the session's X server.
+const THUMBNAIL_X_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 pub fn thumbnail(session: &Session, width: u32) -> Result<Thumb> {
     let ns = session.ns()?;
     let display = session.desktop()?.display;
@@ -32,7 +35,10 @@ pub fn thumbnail(session: &Session, width: u32) -> Result<Thumb> {
         return Err(Error::bad_input(format!("session {}: frozen (parked in a pool, or drums-cgroup freeze); its screen is shown once it is thawed", session.id)));
     }
     let t0 = std::time::Instant::now();
-    let shot = crate::nsenter::in_netns(ns.init_pid, move || crate::x11::connect(display)?.screenshot())?;
+    // An X server that stops answering (stopped, or starved) ends this thumbnail at its deadline instead
+    // of holding one of the page's server threads.
+    let deadline = t0 + THUMBNAIL_X_TIMEOUT;
+    let shot = crate::nsenter::in_netns(ns.init_pid, move || crate::x11::connect(display, deadline)?.screenshot())?;
     let grab_s = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
     let (w, h, rgb) = scale(&shot, width);
