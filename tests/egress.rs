@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 const NETNS: &str = "drums-egress-standin";
 const UPLINK: &str = "dtup0";
-const GATEWAY: &str = "203.0.113.2";
+const GATEWAY: &str = "198.51.100.2";
 const DNS: &str = "198.51.100.53";
 const WEB: &str = "198.51.100.10";
 const PAGE_TITLE: &str = "Stand-in page";
@@ -163,7 +163,7 @@ fn does_not_resolve(s: &Session, url: &str) {
 fn chromium_loads(s: &Session, url: &str) {
     let (ns, desktop) = (s.ns.as_ref().unwrap(), s.desktop.as_ref().unwrap());
     drums::net::ensure_firewall().unwrap();
-    let mut c = drums::cdp::Cdp::connect(ns.init_pid, desktop.devtools_port, Duration::from_secs(10)).unwrap();
+    let mut c = drums::cdp::Cdp::connect(ns.init_pid, desktop.devtools_port, std::time::Instant::now() + Duration::from_secs(10)).unwrap();
     let (_, page) = c.attach_page().unwrap();
     c.call(Some(&page), "Page.navigate", serde_json::json!({"url": url})).unwrap();
     let t0 = Instant::now();
@@ -224,7 +224,7 @@ fn policies_in_cold_sessions_and_restored_siblings() {
     loads(&cold_s, "http://web.example.org/");
     let before = standin.web_requests();
     let host_end = &cold_s.net.as_ref().unwrap().host_addr;
-    let mut denied: Vec<String> = ["private.example.org", "meta.example.org", "10.0.0.10", "169.254.169.254", "host.example.org", "203.0.113.1"].iter().map(|h| format!("http://{h}/")).collect();
+    let mut denied: Vec<String> = ["private.example.org", "meta.example.org", "10.0.0.10", "169.254.169.254", "host.example.org", "198.51.100.1"].iter().map(|h| format!("http://{h}/")).collect();
     denied.push(format!("http://{host_end}/"));
     denied.extend(host_addresses().iter().map(|a| format!("http://{a}/")));
     for u in &denied {

@@ -4,7 +4,9 @@
 # as their uplink. Nothing in it routes anywhere else: it has no default route.
 #   standin.sh up NS HOSTIF DIR     make it (DIR: the web root, created; logs go there too)
 #   standin.sh down NS HOSTIF       remove it
-# Addresses: the link 203.0.113.0/24 (host 203.0.113.1, stand-in 203.0.113.2); web 198.51.100.10 (and
+# Addresses, all in 198.51.100.0/24 (TEST-NET-2; on these machines the other two documentation ranges are
+# taken: the host's own uplink is in TEST-NET-1 and its package mirrors in TEST-NET-3, so neither may be
+# put on a link here): the link 198.51.100.0/30 (host .1, stand-in .2); web 198.51.100.10 (and
 # .11, .12 for other names), DNS 198.51.100.53; and, so that a filter that fails shows as a connection
 # to the stand-in, never as a packet leaving the machine, the stand-in also answers on 10.0.0.10 and
 # 169.254.169.254.
@@ -16,9 +18,9 @@ up)
   mkdir -p "$dir/www"
   ip netns add "$ns"
   ip link add "$hif" type veth peer name eth0 netns "$ns"
-  ip addr add 203.0.113.1/24 dev "$hif"
+  ip addr add 198.51.100.1/30 dev "$hif"
   ip link set "$hif" up
-  ip -n "$ns" addr add 203.0.113.2/24 dev eth0
+  ip -n "$ns" addr add 198.51.100.2/30 dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
   for a in 198.51.100.10 198.51.100.11 198.51.100.12 198.51.100.53 10.0.0.10 169.254.169.254; do
@@ -33,7 +35,7 @@ up)
     --address=/web.example.org/198.51.100.10 --address=/other.example.org/198.51.100.11 \
     --address=/sub.example.net/198.51.100.12 --address=/a.sub.example.net/198.51.100.12 \
     --address=/private.example.org/10.0.0.10 --address=/meta.example.org/169.254.169.254 \
-    --address=/host.example.org/203.0.113.1 --local=/#/
+    --address=/host.example.org/198.51.100.1 --local=/#/
   ip netns exec "$ns" python3 -m http.server 80 --bind 0.0.0.0 --directory "$dir/www" > "$dir/web.log" 2>&1 &
   echo $! > "$dir/web.pid"
   for _ in $(seq 50); do
