@@ -1,7 +1,7 @@
 //! The repository's layout, checked against what its documentation says: every raw result under
 //! docs/results is indexed by the page that explains it.
 
-use drums_tests::repo_root;
+use drums_tests::{closing_brace, repo_root, split_top_level};
 use std::collections::BTreeSet;
 
 /// `{a,b}` alternatives expanded: `x-{1,2}.json` is `x-1.json` and `x-2.json`.
@@ -104,7 +104,7 @@ fn crate_paths(code: &str) -> Vec<String> {
     for (i, _) in code.match_indices("crate::") {
         let rest = &code[i + "crate::".len()..];
         if let Some(group) = rest.strip_prefix('{') {
-            let end = matching_brace(group);
+            let end = closing_brace(group);
             for item in split_top_level(&group[..end]) {
                 let n = ident(item.trim());
                 if !n.is_empty() {
@@ -118,35 +118,6 @@ fn crate_paths(code: &str) -> Vec<String> {
     out
 }
 
-fn matching_brace(s: &str) -> usize {
-    let mut depth = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => return i,
-            '}' => depth -= 1,
-            _ => {}
-        }
-    }
-    s.len()
-}
-
-fn split_top_level(s: &str) -> Vec<&str> {
-    let (mut out, mut depth, mut start) = (vec![], 0, 0);
-    for (i, c) in s.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
 
 /// Strongly connected components of more than one module (Tarjan).
 fn cycles(graph: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, BTreeSet<String>>>) -> Vec<Vec<String>> {

@@ -23,7 +23,7 @@
 //! above it) documents nothing by that. `drums` and `type` are documented for every record by the doc's
 //! first paragraph; the ledger's `v` by its section's text (TABLES.prose).
 
-use drums_tests::repo_root;
+use drums_tests::{closing_brace, repo_root, split_top_level};
 use std::collections::{BTreeMap, BTreeSet};
 use syn::visit::Visit;
 
@@ -654,9 +654,9 @@ fn row_paths(cell: &str) -> Result<Vec<String>, String> {
 fn brace_members(s: &str) -> Vec<String> {
     let s = s.trim();
     let Some(inner) = s.strip_prefix('{') else { return vec![] };
-    let inner = &inner[..matching(inner)];
+    let inner = &inner[..closing_brace(inner)];
     let mut out = vec![];
-    for item in split_top(inner) {
+    for item in split_top_level(inner) {
         let item = item.trim();
         let name: String = item.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
         if !is_name(&name) {
@@ -671,37 +671,6 @@ fn brace_members(s: &str) -> Vec<String> {
     out
 }
 
-/// The index of the `}` closing an opened `{` in `s` (its end when there is none).
-fn matching(s: &str) -> usize {
-    let mut depth = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => return i,
-            '}' => depth -= 1,
-            _ => {}
-        }
-    }
-    s.len()
-}
-
-fn split_top(s: &str) -> Vec<&str> {
-    let (mut out, mut depth, mut start, mut quoted) = (vec![], 0, 0, false);
-    for (i, c) in s.char_indices() {
-        match c {
-            '"' => quoted = !quoted,
-            '{' if !quoted => depth += 1,
-            '}' if !quoted => depth -= 1,
-            ',' if !quoted && depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
 
 /// The member list of a row: the first backquoted part of its type column (a table of three or more
 /// columns) or of its meaning column, when the column opens with it and it is a `{...}` list.

@@ -384,3 +384,36 @@ impl Drop for GroupFiles {
     }
 }
 
+
+/// The index of the `}` closing an opened `{` in `s` (its end when there is none).
+pub fn closing_brace(s: &str) -> usize {
+    let mut depth = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => return i,
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    s.len()
+}
+
+/// `s` split at the commas outside braces and double quotes.
+pub fn split_top_level(s: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start, mut quoted) = (vec![], 0, 0, false);
+    for (i, c) in s.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '{' if !quoted => depth += 1,
+            '}' if !quoted => depth -= 1,
+            ',' if !quoted && depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
