@@ -758,15 +758,19 @@ async fn open_file(State(g): G, body: Bytes) -> Response {
 
 /// Where OSWorld's server records (`tempfile.gettempdir()`), inside the session.
 const RECORDING_PATH: &str = "/tmp/osworld_recording.mp4";
-/// OSWorld's: a recorder still running this long after its start has started; /end_recording waits this
-/// long for it to finish the file after `q`, then for the file to be there.
-const RECORDER_START: Duration = Duration::from_secs(2);
+/// A recorder has started once it has written the MP4's header, which ffmpeg does when the first frame
+/// reaches the encoder: a `q` before that leaves an MP4 with no frame (seen on a fresh host, whose first
+/// ffmpeg took seconds to load). /end_recording waits RECORDER_STOP for the file to be finished after `q`,
+/// then RECORDING_READY for it to be there.
+const RECORDER_START: Duration = Duration::from_secs(10);
 const RECORDER_STOP: Duration = Duration::from_secs(15);
 const RECORDING_READY: Duration = Duration::from_secs(3);
 
 /// POST /start_recording: ffmpeg's x11grab of the session's display, as the user, into RECORDING_PATH.
 /// Without ffmpeg in the session's image the answer is an immediate 500 saying so (OSWorld's server
-/// answers the same); a recorder that dies within its first 2 s is a 500 with its standard error.
+/// answers the same). The answer comes once ffmpeg has captured its first frame (the MP4's header is
+/// written), so a stop right after it still gives frames; a recorder that dies first, or captures nothing
+/// within 10 s, is a 500 with its standard error.
 async fn start_recording(State(g): G) -> Response {
     let mut rec = g.recording.lock().await;
     if let Some(w) = rec.as_mut() {
@@ -809,9 +813,25 @@ async fn start_recording(State(g): G) -> Response {
         Ok(w) => w,
         Err(e) => return json_at(500, json!({"status": "error", "message": format!("Failed to start recording: {}", os_error_text(&e, &argv[0]))})),
     };
-    if let Ok(Ok(st)) = tokio::time::timeout(RECORDER_START, watched.child.wait()).await {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        return json_at(500, json!({"status": "error", "message": format!("Failed to start recording. ffmpeg terminated unexpectedly ({st}). Error: {}", watched.stderr_text())}));
+    let started = Instant::now() + RECORDER_START;
+    loop {
+        if let Ok(Some(st)) = watched.child.try_wait() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            return json_at(500, json!({"status": "error", "message": format!("Failed to start recording. ffmpeg terminated unexpectedly ({st}). Error: {}", watched.stderr_text())}));
+        }
+        // symlink_metadata: the user owns /tmp's entry and may have put a link there; only its size is read.
+        if std::fs::symlink_metadata(RECORDING_PATH).map(|m| m.is_file() && m.len() > 0).unwrap_or(false) {
+            break;
+        }
+        if Instant::now() >= started {
+            if let Some(pid) = watched.child.id() {
+                unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            }
+            let _ = watched.child.start_kill();
+            let _ = tokio::time::timeout(exec::KILL_WAIT, watched.child.wait()).await;
+            return json_at(500, json!({"status": "error", "message": format!("Failed to start recording: ffmpeg captured no frame of {} within {} s. Error: {}", g.display, RECORDER_START.as_secs(), watched.stderr_text())}));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     *rec = Some(watched);
     json_at(200, json!({"status": "success", "message": "Started recording successfully."}))
