@@ -123,7 +123,11 @@ impl Drop for Serve {
 const TEST_PORT: u16 = 3795;
 
 fn serve() -> (Serve, String) {
-    let mut child = Command::new(tool("drums-view")).args(["serve", "--listen", &format!("127.0.0.1:{TEST_PORT}")]).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    serve_with(&[])
+}
+
+fn serve_with(extra: &[&str]) -> (Serve, String) {
+    let mut child = Command::new(tool("drums-view")).args(["serve", "--listen", &format!("127.0.0.1:{TEST_PORT}")]).args(extra).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
     let rec: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("drums-view serve printed {line:?}: {e}"));
@@ -510,4 +514,67 @@ fn cpu_s(pid: u32) -> f64 {
 
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap().lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap()
+}
+
+/// The charts page draws a benchmark result of docs/results as the file has it: the cold and restore
+/// medians as bars in proportion, the ratio, and the density run's fill as a series; the API serves only
+/// plain .json names of the directory it was given (no link, no other file, nothing outside it).
+#[test]
+fn the_charts_page_draws_the_benchmark_results() {
+    require_root();
+    let dir = std::env::temp_dir().join(format!("drums-view-results-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bench_name = "bench-2026-12-02-typed.json";
+    let density_name = "density-2026-12-01.json";
+    for n in [bench_name, density_name] {
+        std::fs::copy(repo_root().join("docs/results").join(n), dir.join(n)).unwrap();
+    }
+    std::fs::write(dir.join("notes.txt"), "not a result").unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", dir.join("shadow.json")).unwrap();
+    let bench: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(bench_name)).unwrap()).unwrap();
+    let (_serve, url) = serve_with(&["--results", dir.to_str().unwrap()]);
+
+    let (status, body) = http("GET", &format!("{url}/api/results"), None, Duration::from_secs(5));
+    assert_eq!(status, 200, "{body}");
+    let list: drums::view::results::ResultsList = decode(&body);
+    let files: Vec<_> = list.files.iter().map(|f| (f.name.as_str(), f.kind.as_deref())).collect();
+    assert_eq!(files, [(bench_name, Some("benchmark")), (density_name, Some("density-benchmark"))], "only the plain .json files: {body}");
+    let (status, body) = http("GET", &format!("{url}/api/results/{bench_name}"), None, Duration::from_secs(5));
+    assert_eq!((status, serde_json::from_str::<Value>(&body).ok()), (200, Some(bench.clone())));
+    for (refused, want) in [("shadow.json", 404), ("notes.txt", 400), ("..%2Fbench.json", 400), ("missing.json", 404)] {
+        let (status, body) = http("GET", &format!("{url}/api/results/{refused}"), None, Duration::from_secs(5));
+        assert_eq!(status, want, "{refused}: {body}");
+        assert!(!body.contains("root:"), "{refused} leaked a file: {body}");
+    }
+
+    let b = Browser::start();
+    b.go(&format!("{url}/charts?file={bench_name}"));
+    b.wait("the bench result drawn", &format!("return window.drumsCharts && window.drumsCharts.rendered === '{bench_name}'"), Duration::from_secs(10));
+    let bar = |path: &str| -> (f64, f64) {
+        let v = b.js(&format!("const r = window.drumsCharts.bars.find(b => b.path === '{path}'); return r ? [r.value, r.width] : null"));
+        assert!(v.is_array(), "no bar for {path}");
+        (v[0].as_f64().unwrap(), v[1].as_f64().unwrap())
+    };
+    let (cold, cold_w) = bar("time_to_agent_ready.cold");
+    let (restore, restore_w) = bar("time_to_agent_ready.restore");
+    assert_eq!((cold, restore), (bench["time_to_agent_ready"]["cold"]["p50_s"].as_f64().unwrap(), bench["time_to_agent_ready"]["restore"]["p50_s"].as_f64().unwrap()));
+    assert!(((cold_w / restore_w) - cold / restore).abs() < 0.01, "bars out of proportion: {cold_w} / {restore_w} for {cold} / {restore}");
+    // The bar is drawn in the page, as wide as its record says.
+    let drawn = b.js("const r = document.querySelector('rect[data-path=\"time_to_agent_ready.cold\"]'); return r ? r.getBBox().width : null");
+    assert!((drawn.as_f64().unwrap() - cold_w).abs() < 0.5, "drawn {drawn} vs {cold_w}");
+    let ratio = b.js("const r = window.drumsCharts.ratios.find(r => r.path === 'ratio_cold_p50_over_restore_p50'); return r ? r.value : null");
+    assert_eq!(ratio.as_f64(), bench["ratio_cold_p50_over_restore_p50"]["value"].as_f64());
+
+    b.js(&format!("document.querySelector('nav a[data-name=\"{density_name}\"]').click(); return true"));
+    b.wait("the density result drawn", &format!("return window.drumsCharts.rendered === '{density_name}'"), Duration::from_secs(10));
+    let density: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(density_name)).unwrap()).unwrap();
+    let steps = density["fill"]["steps"].as_array().unwrap();
+    let want: Vec<Value> = steps.iter().map(|s| json!([s["live"], s["host_used_mib"]])).collect();
+    let got = b.js("const s = window.drumsCharts.series.find(s => s.path === 'fill.steps' && s.y === 'host_used_mib'); return s ? s.points : null");
+    assert_eq!(got, json!(want), "the fill's host memory over live sessions");
+    let shot = dir.join("charts.png");
+    b.screenshot(&shot);
+    assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,6 +9,7 @@
 //! the server dies with its session.
 
 pub mod overview;
+pub mod results;
 pub mod serve;
 pub mod thumb;
 

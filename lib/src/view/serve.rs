@@ -22,6 +22,7 @@ use std::time::Duration;
 
 const PAGE: &str = include_str!("page.html");
 const LIVE: &str = include_str!("live.html");
+const CHARTS: &str = include_str!("charts.html");
 
 pub struct ServeOptions {
     pub listen: SocketAddr,
@@ -30,6 +31,9 @@ pub struct ServeOptions {
     /// The drums-view binary (for `vnc`) and drums-sweep's, run for the requests that need them.
     pub view_exe: PathBuf,
     pub sweep_exe: PathBuf,
+    /// Benchmark results the charts page lists (`--results`, the repository's docs/results); none: the
+    /// page says so.
+    pub results: Option<PathBuf>,
 }
 
 crate::record_type!(ServingType = "view_serving");
@@ -175,6 +179,16 @@ fn handle(st: &State, conn: TcpStream) -> std::io::Result<()> {
     match (req.method.as_str(), segs.as_slice()) {
         ("GET", [""]) => respond(&conn, 200, "text/html; charset=utf-8", &[], PAGE.as_bytes()),
         ("GET", ["live"]) => respond(&conn, 200, "text/html; charset=utf-8", &[], LIVE.as_bytes()),
+        ("GET", ["charts"]) => respond(&conn, 200, "text/html; charset=utf-8", &[], CHARTS.as_bytes()),
+        ("GET", ["api", "results"]) => respond(&conn, 200, "application/json", &[], &serde_json::to_vec(&super::results::list(st.o.results.as_deref())).unwrap_or_default()),
+        ("GET", ["api", "results", name]) => match st.o.results.as_deref() {
+            None => json_error(&conn, 404, &Error::bad_input("drums-view serve was given no --results DIR")),
+            Some(dir) => match super::results::read(dir, name) {
+                Ok(body) => respond(&conn, 200, "application/json", &[], &body),
+                Err(e @ Error::BadInput { .. }) => json_error(&conn, 400, &e),
+                Err(e) => json_error(&conn, 404, &e),
+            },
+        },
         ("GET", ["api", "overview"]) => {
             let ov = st.watcher.lock().map(|mut w| w.read());
             match ov {

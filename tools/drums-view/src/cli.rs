@@ -43,5 +43,9 @@ pub enum Cmd {
         /// Where Debian's noVNC is (package novnc).
         #[arg(long, value_name = "DIR", default_value = "/usr/share/novnc")]
         novnc: PathBuf,
+        /// A directory of benchmark results (the repository's docs/results) that the page's /charts lists
+        /// and draws; without it the charts page says none was given.
+        #[arg(long, value_name = "DIR")]
+        results: Option<PathBuf>,
     },
 }
