@@ -7,6 +7,10 @@
 //! the test without sending. The stand-in also answers on a private address (10.0.0.10) and on
 //! 169.254.169.254, so a filter that fails shows as a request the stand-in logs, never as a packet leaving.
 
+#[path = "egress_common.rs"]
+mod common;
+
+use common::*;
 use drums::record::{Checkpoint, Session};
 use drums_tests::*;
 use std::io::Write;
@@ -14,180 +18,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const NETNS: &str = "drums-egress-standin";
-const UPLINK: &str = "dtup0";
-const GATEWAY: &str = "198.51.100.2";
-const DNS: &str = "198.51.100.53";
-const WEB: &str = "198.51.100.10";
-const PAGE_TITLE: &str = "Stand-in page";
-/// A refused connection fails at once: well under any connect timeout.
-const FAST: f64 = 1.0;
-
-struct StandIn {
-    dir: PathBuf,
-}
-
-impl StandIn {
-    fn up() -> StandIn {
-        let dir = std::env::temp_dir().join("drums-egress-standin");
-        let script = repo_root().join("tests/data/standin.sh");
-        let _ = Command::new(&script).args(["down", NETNS, UPLINK]).output();
-        let o = Command::new(&script).args(["up", NETNS, UPLINK]).arg(&dir).output().unwrap();
-        let s = StandIn { dir };
-        assert!(o.status.success(), "the stand-in internet did not come up (dnsmasq-base, python3, iproute2 needed): {}", text(&o.stderr));
-        // Nothing may leave the machine: the gateway sessions are routed to is the stand-in's own address,
-        // reached through the stand-in's own link.
-        let addrs = text(&Command::new("ip").args(["-n", NETNS, "-4", "-o", "addr", "show"]).output().unwrap().stdout);
-        for a in [GATEWAY, WEB, DNS, "10.0.0.10", "169.254.169.254"] {
-            assert!(addrs.contains(&format!(" {a}/")), "the stand-in namespace lacks {a}: {addrs}");
-        }
-        let r = text(&Command::new("ip").args(["route", "get", GATEWAY]).output().unwrap().stdout);
-        assert!(r.contains(&format!("dev {UPLINK}")), "the gateway {GATEWAY} is not reached through {UPLINK} (nothing was sent): {r}");
-        s
-    }
-    /// Requests for `/` the stand-in's web server has logged (what every refused request asks; a browser's
-    /// later favicon request is not one).
-    fn web_requests(&self) -> usize {
-        std::fs::read_to_string(self.dir.join("web.log")).unwrap_or_default().lines().filter(|l| l.contains("\"GET / HTTP")).count()
-    }
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        let _ = Command::new(repo_root().join("tests/data/standin.sh")).args(["down", NETNS, UPLINK]).output();
-    }
-}
-
-fn net_args(policy: &str) -> Vec<String> {
-    ["--net", policy, "--uplink", &format!("{UPLINK}:{GATEWAY}"), "--dns", DNS].iter().map(|s| s.to_string()).collect()
-}
-
-/// Before session `s` sends anything: its packets, and its resolver's queries, are routed into the
-/// stand-in, for every address the test uses (the refused ones too: if the filter failed, they would
-/// reach the stand-in, not leave the machine).
-fn check_routes(s: &Session) {
-    let net = s.net.as_ref().expect("a net section");
-    for dst in [WEB, DNS, "198.51.100.11", "198.51.100.12", "10.0.0.10", "169.254.169.254"] {
-        let o = Command::new("ip").args(["route", "get", dst, "from", &net.session_addr, "iif", &net.host_if]).output().unwrap();
-        let r = text(&o.stdout);
-        assert!(r.contains(&format!("via {GATEWAY} dev {UPLINK}")), "{dst} from session {} is not routed into the stand-in (nothing was sent): {r}{}", s.id, text(&o.stderr));
-    }
-    let o = Command::new("ip").args(["route", "get", DNS, "from", &net.host_addr, "ipproto", "udp", "dport", "53"]).output().unwrap();
-    assert!(text(&o.stdout).contains(&format!("via {GATEWAY} dev {UPLINK}")), "the resolver's queries are not routed into the stand-in (nothing was sent): {}", text(&o.stdout));
-}
-
-/// A cold session under `policy`, its routes checked before its desktop starts.
-fn cold(policy: &str, guard: &mut Sessions) -> Session {
-    let ov = run_ok("drums-overlay", &["create"], "");
-    guard.add(&ov);
-    let args = net_args(policy);
-    let mut a: Vec<&str> = vec!["create"];
-    a.extend(args.iter().map(String::as_str));
-    let ns = run_ok("drums-ns", &a, &ov);
-    guard.0.clear();
-    guard.add(&ns);
-    check_routes(&one(&ns));
-    let cg = run_ok("drums-cgroup", &["create"], &ns);
-    let desk = run_ok("drums-desktop", &["start"], &cg);
-    guard.0.clear();
-    guard.add(&desk);
-    let ready = run_ok("drums-ready", &[], &desk);
-    guard.0.clear();
-    guard.add(&ready);
-    one(&ready)
-}
-
-/// Restore one sibling of `ckpt` under `policy` (None: no --net) and check its routes.
-fn sibling(ckpt: &str, policy: Option<&str>, guard: &mut Sessions) -> Session {
-    let args = policy.map(net_args).unwrap_or_default();
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let rec = run_ok("drums-restore", &a, ckpt);
-    guard.add(&rec);
-    let s: Session = one(&rec);
-    if policy.is_some_and(|p| p != "none") {
-        check_routes(&s);
-    }
-    s
-}
-
-const FETCH: &str = r#"
-import sys, time, urllib.request
-t = time.monotonic()
-try:
-    r = urllib.request.urlopen(sys.argv[1], timeout=10)
-    n, head = 0, b""
-    while True:
-        b = r.read(1 << 20)
-        if not b:
-            break
-        if n < 200:
-            head += b[:200]
-        n += len(b)
-    print(f"OK {time.monotonic() - t:.3f} {n} {head[:200]!r}")
-except Exception as e:
-    print(f"ERR {time.monotonic() - t:.3f} {type(e).__name__} {e}")
-"#;
-
-/// Fetch `url` from inside `s` as the session's root: (succeeded, seconds, what was printed).
-fn fetch(s: &Session, url: &str) -> (bool, f64, String) {
-    // The shared table as this version writes it: on a machine where older builds of Drums run too (other
-    // worktrees), each reinstalls its own, without the mark that lets a policy's packets through.
-    drums::net::ensure_firewall().unwrap();
-    let o = Command::new(tool("drums-ns")).args(["exec", "--session", &s.id, "--", "python3", "-c", FETCH, url]).output().unwrap();
-    let out = text(&o.stdout).trim().to_string();
-    let mut f = out.split_whitespace();
-    let ok = f.next() == Some("OK");
-    let secs: f64 = f.next().and_then(|x| x.parse().ok()).unwrap_or_else(|| panic!("fetch {url} in {}: {out} {}", s.id, text(&o.stderr)));
-    (ok, secs, out)
-}
-
-fn loads(s: &Session, url: &str) {
-    let (ok, _, out) = fetch(s, url);
-    let shared = text(&Command::new("nft").args(["list", "chain", "inet", "drums", "input"]).output().unwrap().stdout);
-    assert!(ok && out.contains(PAGE_TITLE), "{url} did not load in {} ({:?}): {out}\nthe shared input chain now: {shared}", s.id, s.egress.as_ref().map(|e| e.policy.to_string()));
-}
-
-fn refused(s: &Session, url: &str) {
-    let (ok, secs, out) = fetch(s, url);
-    assert!(!ok, "{url} was reached from {} ({:?}): {out}", s.id, s.egress.as_ref().map(|e| e.policy.to_string()));
-    assert!(secs < FAST, "{url} was refused from {} only after {secs} s (a hang, not a refusal): {out}", s.id);
-}
-
-fn does_not_resolve(s: &Session, url: &str) {
-    let (ok, secs, out) = fetch(s, url);
-    assert!(!ok && out.contains("Name or service not known"), "{url} resolved in {}: {out}", s.id);
-    assert!(secs < FAST, "{url}: the lookup failed only after {secs} s: {out}");
-}
-
-/// Chromium in the session loads `url` and shows its title.
-fn chromium_loads(s: &Session, url: &str) {
-    let (ns, desktop) = (s.ns.as_ref().unwrap(), s.desktop.as_ref().unwrap());
-    drums::net::ensure_firewall().unwrap();
-    let mut c = drums::cdp::Cdp::connect(ns.init_pid, desktop.devtools_port, std::time::Instant::now() + Duration::from_secs(10)).unwrap();
-    let (_, page) = c.attach_page().unwrap();
-    c.call(Some(&page), "Page.navigate", serde_json::json!({"url": url})).unwrap();
-    let t0 = Instant::now();
-    loop {
-        let title = c.eval(&page, "document.title").unwrap_or_default();
-        if title == PAGE_TITLE {
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(20), "Chromium in {} did not load {url}: title {title}", s.id);
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// The host's IPv4 addresses (every one must be refused to a session).
-fn host_addresses() -> Vec<String> {
-    let o = Command::new("ip").args(["-4", "-o", "addr", "show"]).output().unwrap();
-    text(&o.stdout).lines().filter_map(|l| l.split_whitespace().nth(3)?.split('/').next().map(str::to_string)).filter(|a| !a.starts_with("127.")).collect()
-}
-
 fn table_of(s: &Session) -> String {
     let t = &s.egress.as_ref().expect("an egress section").nft_table;
     let o = Command::new("nft").args(["list", "table"]).args(t.split_whitespace()).output().unwrap();
     // Without counters' values and the resolved set's elements, which traffic changes.
     text(&o.stdout).lines().filter(|l| !l.trim_start().starts_with("packets ")).map(str::to_string).collect::<Vec<_>>().join("\n")
+}
+
+/// The session's audit log (`net-audit.jsonl` in its state directory), read until `done` holds of it
+/// (at most 10 s: the auditor writes as the kernel reports).
+fn audit_until(s: &Session, done: impl Fn(&[serde_json::Value]) -> bool) -> Vec<serde_json::Value> {
+    let path = s.state_dir.join(drums::net::audit::LOG_FILE);
+    let t0 = Instant::now();
+    loop {
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: `{l}` is not JSON: {e}", path.display()))).collect();
+        if done(&lines) {
+            return lines;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{}'s audit log lacks what was expected: {lines:#?}", s.id);
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn rules() -> String {
@@ -232,6 +82,19 @@ fn policies_in_cold_sessions_and_restored_siblings() {
     }
     assert_eq!(standin.web_requests(), before, "a refused request reached the stand-in");
 
+    // The audit log on the host: the page loaded (opened, then closed with its bytes) and the refusals,
+    // each with the name the session's resolver gave.
+    let web_closed = |a: &serde_json::Value| a["event"] == "close" && a["address"] == WEB && a["port"] == 80 && a["name"] == "web.example.org";
+    let log = audit_until(&cold_s, |l| l.iter().any(web_closed));
+    assert!(log.iter().any(|a| a["event"] == "open" && a["address"] == WEB && a["name"] == "web.example.org" && a["proto"] == "tcp"), "no open line for the page: {log:#?}");
+    let closed = log.iter().find(|a| web_closed(a)).unwrap();
+    assert!(closed["bytes_in"].as_u64().unwrap() > 100 && closed["bytes_out"].as_u64().unwrap() > 0 && closed["opened_at"].as_f64().unwrap() <= closed["t"].as_f64().unwrap(), "{closed}");
+    for (addr, name) in [("10.0.0.10", Some("private.example.org")), ("169.254.169.254", None), ("198.51.100.1", None)] {
+        let hit = |a: &serde_json::Value| a["event"] == "refused" && a["address"] == addr && a["port"] == 80 && a["bytes_in"] == 0 && name.is_none_or(|n| a["name"] == n);
+        audit_until(&cold_s, |l| l.iter().any(hit));
+    }
+    assert!(log.iter().all(|a| a["session"] == cold_s.id.as_str() && a["drums"] == 1 && a["type"] == "net_audit"), "{log:#?}");
+
     // The checkpoint remembers the policy; siblings get the one they are restored under.
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &cold_line);
     let c: Checkpoint = one(&ckpt);
@@ -274,6 +137,8 @@ fn policies_in_cold_sessions_and_restored_siblings() {
     assert!(none.egress.is_none(), "a sibling restored without --net has policy none");
     refused(&none, "http://web.example.org/");
     refused(&none, &format!("http://{WEB}/"));
+    let sample: serde_json::Value = serde_json::from_str(run_ok("drums-cgroup", &["watch", "--samples", "1"], &json(&none)).trim()).unwrap();
+    assert!(sample["net_bytes_in"].is_null() && sample["why_null"]["net_bytes_in"].as_str().is_some_and(|w| w.contains("policy none")), "{sample}");
 
     // Accounting: a 100 MiB download, counted by the sibling's table within 5%.
     let big = 100 * 1024 * 1024;
@@ -285,6 +150,15 @@ fn policies_in_cold_sessions_and_restored_siblings() {
     eprintln!("100 MiB in {secs} s; counted in {bytes_in} B, out {bytes_out} B, connections {}", counters["conns_out"]);
     assert!((bytes_in - big as f64).abs() / (big as f64) < 0.05, "bytes in {bytes_in} are not within 5% of {big}");
     assert!(bytes_out > 0.0 && bytes_out < big as f64 * 0.05, "bytes out {bytes_out}");
+    // The same counts in the session's telemetry, and the download's connection in its audit log.
+    let sample: serde_json::Value = serde_json::from_str(run_ok("drums-cgroup", &["watch", "--samples", "1"], &json(&sib)).trim()).unwrap();
+    let tel_in = sample["net_bytes_in"].as_u64().unwrap_or_else(|| panic!("no net_bytes_in in the telemetry: {sample}")) as f64;
+    assert!(tel_in >= bytes_in && (tel_in - big as f64).abs() / (big as f64) < 0.05, "telemetry's bytes in {tel_in} (counters {bytes_in}): {sample}");
+    assert!(sample["net_bytes_out"].as_u64().unwrap() > 0 && sample["net_conns_out"].as_u64().unwrap() > 0, "{sample}");
+    let big_closed = |a: &serde_json::Value| a["event"] == "close" && a["address"] == WEB && a["bytes_in"].as_u64().is_some_and(|b| b > big * 95 / 100);
+    let log = audit_until(&sib, |l| l.iter().any(big_closed));
+    let b = log.iter().find(|a| big_closed(a)).unwrap()["bytes_in"].as_u64().unwrap() as f64;
+    assert!((b - big as f64).abs() / (big as f64) < 0.05, "the audit log's bytes in {b} are not within 5% of {big}");
 
     // The attacker's side: session root tries to change its routes and addresses and to reach the host;
     // the host's table and rules for it stay as they were, and the refusals hold.
@@ -306,6 +180,16 @@ fn policies_in_cold_sessions_and_restored_siblings() {
     assert!(!o.status.success() || text(&o.stdout).contains("prohibit"), "with the uplink gone, {WEB} is still routed: {}", text(&o.stdout));
     refused(&sib, &format!("http://{WEB}/"));
     refused(&sib, "http://web.example.org/");
+
+    // The uplink back: its route does not come back by itself; `drums-net set` with the session's policy
+    // puts it back (drums(7), "Network boundary").
+    let _back = StandIn::up();
+    let mut a = vec!["set", "--session", sib.id.as_str()];
+    let args = net_args("internet");
+    a.extend(args.iter().map(String::as_str));
+    let sib: Session = one(&run_ok("drums-net", &a, ""));
+    check_routes(&sib);
+    loads(&sib, "http://web.example.org/");
 
     // Destroyed: nothing of any session's egress state is left.
     let gone: Vec<(u32, PathBuf)> = [&cold_s, &sib, &allow].iter().map(|s| (s.net.as_ref().unwrap().slot, s.state_dir.clone())).collect();
@@ -432,4 +316,46 @@ fn a_live_sessions_policy_changes_with_drums_net() {
     refused(&s, &format!("http://{WEB}/"));
     let (slot, dir) = (s.net.as_ref().unwrap().slot, s.state_dir.clone());
     assert_egress_gone(slot, &dir);
+}
+
+/// Drains the pool of a checkpoint when dropped.
+struct Pool(String);
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let o = run_owned_tool("drums-pool", &["drain"], &self.0);
+        if !o.status.success() {
+            eprintln!("pool drain: {}{}", text(&o.stdout), text(&o.stderr));
+        }
+    }
+}
+
+/// A pool filled under a policy hands out sessions under that policy, whatever the checkpoint's (here
+/// `none`): the taken sibling reaches the stand-in by name and is refused what the policy refuses.
+#[test]
+fn a_pool_filled_under_a_policy_hands_out_sessions_under_it() {
+    require_root();
+    let _lock = session_lock();
+    let _standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let (line, _) = cold_session(&mut guard);
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &line);
+    let c: Checkpoint = one(&ckpt);
+    let _dir = CheckpointDir(c.dir.clone());
+    assert_eq!(c.source.net_policy.to_string(), "none");
+    let _pool = Pool(ckpt.clone());
+    let args = net_args("internet");
+    let mut a = vec!["fill", "--depth", "1"];
+    a.extend(args.iter().map(String::as_str));
+    let o = run_owned_tool("drums-pool", &a, &ckpt);
+    assert!(o.status.success(), "pool fill: {}{}", text(&o.stdout), text(&o.stderr));
+    let o = run_owned_tool("drums-pool", &["take", "--checkpoint", &c.id], "");
+    assert!(o.status.success(), "pool take: {}", text(&o.stderr));
+    guard.add(&text(&o.stdout));
+    let s: Session = one(&text(&o.stdout));
+    let e = s.egress.as_ref().unwrap_or_else(|| panic!("the taken sibling has no egress section: {}", json(&s)));
+    assert_eq!((e.policy.to_string().as_str(), e.uplink.as_str()), ("internet", UPLINK));
+    check_routes(&s);
+    loads(&s, "http://web.example.org/");
+    refused(&s, "http://10.0.0.10/");
+    refused(&s, "http://meta.example.org/");
 }

@@ -80,6 +80,7 @@ const RECORDS: &[Record] = &[
     Record { key: "pool_status", file: "lib/src/pool.rs", ty: "StatusReport" },
     Record { key: "ledger", file: "lib/src/ledger.rs", ty: "Line" },
     Record { key: "net_status", file: "lib/src/record/egress.rs", ty: "Status" },
+    Record { key: "net_audit", file: "lib/src/record/egress.rs", ty: "AuditEntry" },
     Record { key: "vnc", file: "lib/src/view.rs", ty: "Vnc" },
     Record { key: "image_verify", file: "lib/src/image.rs", ty: "Verified" },
     Record { key: "image_digest", file: "lib/src/image.rs", ty: "DigestReport" },
@@ -113,6 +114,7 @@ const TABLES: &[Table] = &[
     Table { heading: "The ledger", table: 1, routes: &[("", "", "ledger", "")], tag: Some(("kind", "res")), prose: &[] },
     Table { heading: "Sweep reports", table: 0, routes: &[("", "destroy.", "destroy", ""), ("", "sweep.", "sweep", "")], tag: None, prose: &[] },
     Table { heading: "Network status", table: 0, routes: &[("", "", "net_status", "")], tag: None, prose: &[] },
+    Table { heading: "Connection audit log", table: 0, routes: &[("", "", "net_audit", "")], tag: None, prose: &[] },
     Table { heading: "VNC record", table: 0, routes: &[("", "", "vnc", "")], tag: None, prose: &[] },
     Table {
         heading: "Image reports",

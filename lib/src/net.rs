@@ -11,6 +11,7 @@ use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
+pub mod audit;
 pub mod egress;
 
 /// Sessions get /30 networks out of 10.77.0.0/16: slot N is 10.77.0.0 + 4N.

@@ -7,7 +7,7 @@
 # Addresses, all in 198.51.100.0/24 (TEST-NET-2; on these machines the other two documentation ranges are
 # taken: the host's own uplink is in TEST-NET-1 and its package mirrors in TEST-NET-3, so neither may be
 # put on a link here): the link 198.51.100.0/30 (host .1, stand-in .2); web 198.51.100.10 (and
-# .11, .12 for other names), DNS 198.51.100.53; and, so that a filter that fails shows as a connection
+# .11, .12 for other names; a UDP sink on .10 port 9999), DNS 198.51.100.53; and, so that a filter that fails shows as a connection
 # to the stand-in, never as a packet leaving the machine, the stand-in also answers on 10.0.0.10 and
 # 169.254.169.254.
 set -euo pipefail
@@ -38,6 +38,19 @@ up)
     --address=/host.example.org/198.51.100.1 --local=/#/
   ip netns exec "$ns" python3 -m http.server 80 --bind 0.0.0.0 --directory "$dir/www" > "$dir/web.log" 2>&1 &
   echo $! > "$dir/web.pid"
+  # A UDP sink on the web address, port 9999: every datagram that arrives, as "SOURCE PAYLOAD" in udp.log
+  # (the escape tests' forged packets must never show there).
+  : > "$dir/udp.log"
+  ip netns exec "$ns" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.51.100.10", 9999))
+with open(sys.argv[1], "a") as f:
+    while True:
+        d, a = s.recvfrom(2048)
+        f.write(a[0] + " " + d.decode("utf-8", "replace") + "\n")
+        f.flush()
+' "$dir/udp.log" > /dev/null 2>&1 &
   for _ in $(seq 50); do
     ip netns exec "$ns" bash -c 'exec 3<>/dev/tcp/198.51.100.10/80' 2>/dev/null && exit 0
     sleep 0.1

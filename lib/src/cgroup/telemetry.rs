@@ -55,6 +55,14 @@ fn sample_with(session: &Session, sec: &Section, b: &dyn Backend, seq: u64) -> S
         Ok(p) => f.put("processes", Ok(p.len() as u64)),
         Err(e) => f.null("processes", e.to_string()),
     }
+    let alive = init_alive(session);
+    let net = net_counters(session, alive);
+    let c = |k: &str| net.as_ref().map_err(Clone::clone).and_then(|m| m.get(k).and_then(serde_json::Value::as_u64).ok_or_else(|| format!("the session's table has no counter {k}")));
+    f.put("net_bytes_out", c("bytes_out"));
+    f.put("net_bytes_in", c("bytes_in"));
+    f.put("net_conns_out", c("conns_out_packets"));
+    f.put("net_conns_in", c("conns_in_packets"));
+    f.put("net_refused", c("refused_packets"));
     Sample {
         drums: crate::record::VERSION,
         kind: SampleType::Tag,
@@ -62,10 +70,21 @@ fn sample_with(session: &Session, sec: &Section, b: &dyn Backend, seq: u64) -> S
         version: sec.version,
         seq,
         t: crate::state::now(),
-        init_alive: init_alive(session),
+        init_alive: alive,
         last: None,
         figures: f,
     }
+}
+
+/// The counters of the session's policy table (crate::net::egress), read now: the policy may have changed
+/// since the record was written (drums-net set). Err(why) when there is nothing to read.
+fn net_counters(session: &Session, alive: Option<bool>) -> std::result::Result<serde_json::Map<String, serde_json::Value>, String> {
+    let net = session.net.as_ref().ok_or("the record has no net section")?;
+    if alive == Some(false) {
+        // Its slot, and so its table's name, may be another session's by now.
+        return Err("the session has ended".into());
+    }
+    crate::net::egress::counters(net.slot).ok_or_else(|| format!("no table inet {}: policy none, nothing leaves the session to be counted (or nft could not list it)", crate::net::egress::table_name(net.slot)))
 }
 
 /// Sample every `interval` until the session ends: its init is gone (or, for a record without

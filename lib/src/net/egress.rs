@@ -6,8 +6,8 @@
 //! link, as it always did. Under `internet` or an allow list, one ledger resource (`egress`) stands for
 //! - the nftables table `inet drums_net_<slot>`, which filters the session's forwarded packets (before the
 //!   shared table, which lets through only what this table marked with PERMIT_MARK), rejects at once what
-//!   the policy or the always-denied ranges refuse, masquerades what goes out through the uplink, and
-//!   counts bytes and connections;
+//!   the policy or the always-denied ranges refuse (its chain `refuse`, which also logs the refusal to the
+//!   auditor), masquerades what goes out through the uplink, and counts bytes and connections;
 //! - policy routing: rules at preference `rule_pref(slot)` send what comes in on the session's link, and
 //!   the queries its resolver sends from the host end's address (to port 53 only: the host's answers and
 //!   refusals to sessions from that address follow the main table), to the routing table `route_table(slot)`, which
@@ -16,8 +16,9 @@
 //! - the session's resolver, a dnsmasq on the host end of its link (its pid in the state directory's
 //!   `resolver.pid`), which answers only what the policy allows and, for allow lists, puts the addresses
 //!   it hands out into the table's set `resolved`, the only addresses (with the allowed networks) that
-//!   are forwarded.
-//! Removing the resource (destroy, the sweep, a policy change) undoes all three; each step is idempotent.
+//!   are forwarded;
+//! - the session's connection auditor (crate::net::audit), its pid in the state directory's `audit.pid`.
+//! Removing the resource (destroy, the sweep, a policy change) undoes all four; each step is idempotent.
 
 use crate::error::{Error, IoContext, Result};
 use crate::ledger::{Ledger, Resource};
@@ -169,11 +170,13 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
         Policy::Internet => format!("    ct state new counter name conns_out\n    meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n"),
         _ => format!("    ip daddr @allowed ct state new counter name conns_out\n    ip daddr @allowed meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n    ip daddr @resolved ct state new counter name conns_out\n    ip daddr @resolved meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n"),
     };
+    let group = super::audit::nflog_group(slot);
     format!(
         r#"table inet {t} {{
   counter bytes_out {{ }}
   counter bytes_in {{ }}
   counter conns_out {{ }}
+  counter conns_in {{ }}
   counter refused {{ }}
   set denied {{
     type ipv4_addr
@@ -191,17 +194,21 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
   set resolved {{
     type ipv4_addr
   }}
+  chain refuse {{
+    counter name refused
+    limit rate {LOG_RATE}/second burst {LOG_BURST} packets log group {group}
+    meta l4proto tcp reject with tcp reset
+    reject with icmpx admin-prohibited
+  }}
   chain egress {{
-    oifname != "{uplink}" counter name refused reject with icmp admin-prohibited
+    oifname != "{uplink}" goto refuse
     ct state established,related meta mark set {PERMIT_MARK:#x} counter name bytes_out accept
-    meta nfproto != ipv4 counter name refused reject
+    meta nfproto != ipv4 goto refuse
     ip daddr @except ct state new counter name conns_out
     ip daddr @except meta mark set {PERMIT_MARK:#x} counter name bytes_out accept
-    ip daddr @denied meta l4proto tcp counter name refused reject with tcp reset
-    ip daddr @denied counter name refused reject with icmp admin-prohibited
-    fib daddr type != unicast counter name refused reject with icmp admin-prohibited
-{verdict}    meta l4proto tcp counter name refused reject with tcp reset
-    counter name refused reject with icmp admin-prohibited
+    ip daddr @denied goto refuse
+    fib daddr type != unicast goto refuse
+{verdict}    goto refuse
   }}
   chain forward {{
     type filter hook forward priority filter - 1; policy accept;
@@ -212,8 +219,11 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
     type filter hook input priority filter - 1; policy accept;
     iifname "{hif}" ct state established,related accept
     iifname "{hif}" ip daddr {host} meta l4proto {{ tcp, udp }} th dport 53 meta mark set {PERMIT_MARK:#x} accept
-    iifname "{hif}" meta l4proto tcp counter name refused reject with tcp reset
-    iifname "{hif}" counter name refused reject with icmp admin-prohibited
+    iifname "{hif}" goto refuse
+  }}
+  chain output {{
+    type filter hook output priority filter - 1; policy accept;
+    oifname "{hif}" ct state new counter name conns_in
   }}
   chain prerouting {{
     type nat hook prerouting priority dstnat; policy accept;
@@ -229,6 +239,11 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
         nets = set_elems(&nets),
     )
 }
+
+/// At most this many refused packets a second (after a burst of LOG_BURST) go to the audit log: a
+/// session that floods refused destinations cannot fill the host's disk through it.
+pub const LOG_RATE: u32 = 50;
+pub const LOG_BURST: u32 = 100;
 
 /// Run `nft -f -` with `input`.
 fn nft(input: &str) -> Result<()> {
@@ -335,6 +350,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
         false,
     )?;
     let pid = start_resolver(&s.state_dir, slot, &o.policy, &upstream)?;
+    super::audit::start(&s.state_dir, &s.id, slot)?;
     session_route(netns, Some(host))?;
     write_resolv_conf(&merged)?;
     s.egress = Some(Section {
@@ -474,7 +490,10 @@ pub fn remove(res: &Resource) -> Result<()> {
     let Resource::Egress { slot, pid_file, .. } = res else {
         return Err(Error::failed("not an egress resource"));
     };
-    kill_resolver(pid_file)?;
+    kill_daemon(pid_file)?;
+    if let Some(dir) = pid_file.parent() {
+        kill_daemon(&dir.join(super::audit::PID_FILE))?;
+    }
     let t = table_name(*slot);
     nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n"))?;
     let (rt, pref) = (route_table(*slot), rule_pref(*slot));
@@ -494,9 +513,9 @@ fn rules_at(pref: u32) -> Result<usize> {
     Ok(String::from_utf8_lossy(&o.stdout).lines().filter(|l| !l.trim().is_empty()).count())
 }
 
-/// SIGKILL the dnsmasq named by `pid_file` if it is still the one that wrote it (its command line names
-/// that file).
-fn kill_resolver(pid_file: &Path) -> Result<()> {
+/// SIGKILL the daemon (the resolver, the auditor) named by `pid_file` if it is still the one that wrote
+/// it (its command line has `--pid-file=<pid_file>`).
+pub fn kill_daemon(pid_file: &Path) -> Result<()> {
     let Ok(text) = std::fs::read_to_string(pid_file) else { return Ok(()) };
     let Ok(pid) = text.trim().parse::<i32>() else { return Ok(()) };
     let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();

@@ -213,6 +213,51 @@ pub struct Status {
     pub at: f64,
 }
 
+crate::record_type!(NetAuditType = "net_audit");
+
+/// What a line of the connection audit log tells (docs/record.md, "Connection audit log").
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Event {
+    /// The session opened a connection its policy let through.
+    Open,
+    /// That connection ended (TCP: closed; others: expired from connection tracking), with its bytes.
+    Close,
+    /// The policy refused a packet (a connection attempt, or a datagram).
+    Refused,
+    /// The kernel dropped events before the auditor read them: connections may be missing from the log.
+    Lost,
+}
+
+/// One line of a session's connection audit log (`<state_dir>/net-audit.jsonl`, written by the session's
+/// auditor, `drums-net audit`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AuditEntry {
+    pub drums: u32,
+    #[serde(rename = "type")]
+    pub record_type: NetAuditType,
+    pub session: String,
+    /// Unix time the auditor saw it.
+    pub t: f64,
+    pub event: Event,
+    /// `tcp`, `udp`, `icmp`, or the IP protocol's number.
+    pub proto: String,
+    /// Destination address and port (as the session sent it, before any translation); port null for a
+    /// protocol without ports.
+    pub address: String,
+    pub port: Option<u16>,
+    /// The last name the session's resolver answered with this address; null: none did (a raw address).
+    pub name: Option<String>,
+    /// On `close`: when the connection opened (Unix time).
+    pub opened_at: Option<f64>,
+    /// On `close`: IP bytes the session sent and received on the connection (the kernel's conntrack
+    /// accounting); on `refused`: 0, nothing passed; null on `open` and when the kernel gave none (then
+    /// `bytes_null_reason`).
+    pub bytes_out: Option<u64>,
+    pub bytes_in: Option<u64>,
+    pub bytes_null_reason: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,4 +39,22 @@ pub enum Cmd {
         #[arg(value_name = "RECORD")]
         input: Option<PathBuf>,
     },
+    /// The session's connection auditor: writes DIR/net-audit.jsonl until killed or DIR is gone.
+    ///
+    /// Started by whatever applies a policy (drums-ns create, drums-restore, drums-net set) and killed
+    /// with the session's egress state; not meant to be run by hand.
+    Audit {
+        /// The session's state directory.
+        #[arg(long, value_name = "DIR")]
+        state_dir: PathBuf,
+        /// The session's id (written in every line).
+        #[arg(long, value_name = "ID")]
+        session: String,
+        /// The session's address slot (its address and log group).
+        #[arg(long, value_name = "SLOT")]
+        slot: u32,
+        /// Where the auditor writes its pid once it listens.
+        #[arg(long, value_name = "FILE")]
+        pid_file: PathBuf,
+    },
 }

@@ -1,0 +1,511 @@
+//! A session's connection audit log (docs/record.md, "Connection audit log"; drums(7), "Network
+//! boundary"): one `net_audit` line per connection the session opens (when it opens, and again when it
+//! ends, with its bytes) and per packet its policy refuses, in `<state_dir>/net-audit.jsonl`.
+//!
+//! The auditor is a process of its own (`drums-net audit`), started by `egress::apply` beside the
+//! resolver and killed with it (its pid file is in the same state directory as the resolver's, which the
+//! ledgered `egress` resource names). It reads the kernel's own accounts, nothing the session says:
+//! - connections from conntrack's events (NFNLGRP_CONNTRACK_NEW, _UPDATE, _DESTROY over nfnetlink),
+//!   those whose original source is the session's address; their bytes from conntrack's accounting
+//!   (`net.netfilter.nf_conntrack_acct`, which `start` turns on), read when a TCP connection reaches
+//!   TIME_WAIT or CLOSE (a GET of the entry: the kernel's TIME_WAIT lasts 120 s, after which the DESTROY
+//!   event would carry them) or from the DESTROY event (UDP and the rest);
+//! - refusals from the `log group` of the session's table's `refuse` chain (nfnetlink_log), whose copy of
+//!   the refused packet's headers gives its destination;
+//! - names from the session's resolver's query log (`resolver.log`, dnsmasq's `reply NAME is ADDR`
+//!   lines): the last name that resolved to the address.
+
+use crate::error::{Error, IoContext, Result};
+use crate::record::egress::{AuditEntry, Event};
+use std::collections::HashMap;
+use std::io::{Read, Seek, Write};
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+pub const PID_FILE: &str = "audit.pid";
+pub const LOG_FILE: &str = "net-audit.jsonl";
+/// Where the auditor's own failure goes (it has no terminal).
+pub const ERR_FILE: &str = "audit.err";
+/// The nfnetlink_log group of slot N's refusals: NFLOG_BASE + N (groups are 16 bits; slots < 16384).
+pub const NFLOG_BASE: u32 = 20_000;
+
+pub fn nflog_group(slot: u32) -> u32 {
+    NFLOG_BASE + slot
+}
+
+/// Start the auditor of the session `session` (slot `slot`, state directory `state_dir`): `drums-net audit`
+/// beside this tool's executable, in a session of its own, returning once it listens (its pid file is
+/// written after its sockets are bound), or failing with what it wrote.
+pub fn start(state_dir: &Path, session: &str, slot: u32) -> Result<i32> {
+    // Bytes per connection: off by default in the kernel; without it the log's bytes are null, said why.
+    let _ = std::fs::write("/proc/sys/net/netfilter/nf_conntrack_acct", "1");
+    let me = std::env::current_exe().map_err(|e| Error::failed(format!("find own executable: {e}")))?;
+    let program = me.parent().ok_or_else(|| Error::failed("own executable has no directory"))?.join("drums-net");
+    if !program.exists() {
+        return Err(Error::env(format!("{} is needed for a session's connection audit log (it is installed with the other tools)", program.display())));
+    }
+    let pid_file = state_dir.join(PID_FILE);
+    let _ = std::fs::remove_file(&pid_file);
+    let err_path = state_dir.join(ERR_FILE);
+    let err = std::fs::File::create(&err_path).ctx("create", &err_path)?;
+    let mut cmd = std::process::Command::new(&program);
+    cmd.arg("audit")
+        .arg(format!("--state-dir={}", state_dir.display()))
+        .arg(format!("--session={session}"))
+        .arg(format!("--slot={slot}"))
+        .arg(format!("--pid-file={}", pid_file.display()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(err);
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| Error::failed(format!("start {}: {e}", program.display())))?;
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Ok(t) = std::fs::read_to_string(&pid_file) {
+            if let Ok(pid) = t.trim().parse::<i32>() {
+                // Reaped by a thread of its own once it ends (killed with the session's egress state), so
+                // that a long-lived caller keeps no zombie; a short-lived one's exit hands it to init.
+                std::thread::spawn(move || child.wait());
+                return Ok(pid);
+            }
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            let why = std::fs::read_to_string(&err_path).unwrap_or_default();
+            return Err(Error::failed(format!("the session's connection auditor (drums-net audit) ended at start ({st}): {}", why.trim())));
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Error::failed("the session's connection auditor (drums-net audit) did not start listening within 10 s"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+// nfnetlink: subsystems, messages and attributes (linux/netfilter/nfnetlink*.h).
+const NFNL_SUBSYS_CTNETLINK: u16 = 1;
+const NFNL_SUBSYS_ULOG: u16 = 4;
+const IPCTNL_MSG_CT_NEW: u16 = 0;
+const IPCTNL_MSG_CT_GET: u16 = 1;
+const IPCTNL_MSG_CT_DELETE: u16 = 2;
+const NFULNL_MSG_PACKET: u16 = 0;
+const NFULNL_MSG_CONFIG: u16 = 1;
+const NFNLGRP_CONNTRACK_NEW: u32 = 1;
+const NFNLGRP_CONNTRACK_UPDATE: u32 = 2;
+const NFNLGRP_CONNTRACK_DESTROY: u32 = 3;
+const CTA_TUPLE_ORIG: u16 = 1;
+const CTA_PROTOINFO: u16 = 4;
+const CTA_COUNTERS_ORIG: u16 = 9;
+const CTA_COUNTERS_REPLY: u16 = 10;
+const CTA_ID: u16 = 12;
+const TCP_CONNTRACK_TIME_WAIT: u8 = 7;
+const TCP_CONNTRACK_CLOSE: u8 = 8;
+const NFULA_PAYLOAD: u16 = 9;
+
+fn nl_socket(groups: &[u32]) -> std::io::Result<OwnedFd> {
+    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_NETFILTER) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // A burst of connections must not overflow the socket: events lost are said (ENOBUFS), not silent.
+    let size: libc::c_int = 8 << 20;
+    unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, (&size as *const libc::c_int).cast(), 4) };
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as u16;
+    if unsafe { libc::bind(fd, (&addr as *const libc::sockaddr_nl).cast(), std::mem::size_of::<libc::sockaddr_nl>() as u32) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    for g in groups {
+        if unsafe { libc::setsockopt(fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, (g as *const u32).cast(), 4) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(sock)
+}
+
+/// A netfilter netlink request: header, nfgenmsg (family, version 0, res_id big-endian), attributes.
+fn request(kind: u16, flags: u16, family: u8, res_id: u16, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut m = vec![0u8; 20];
+    m[16] = family;
+    m[18..20].copy_from_slice(&res_id.to_be_bytes());
+    for (t, p) in attrs {
+        let len = 4 + p.len();
+        m.extend_from_slice(&(len as u16).to_ne_bytes());
+        m.extend_from_slice(&t.to_ne_bytes());
+        m.extend_from_slice(p);
+        m.resize(m.len().div_ceil(4) * 4, 0);
+    }
+    let len = m.len() as u32;
+    m[0..4].copy_from_slice(&len.to_ne_bytes());
+    m[4..6].copy_from_slice(&kind.to_ne_bytes());
+    m[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16 | flags).to_ne_bytes());
+    m[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    m
+}
+
+fn send(sock: &OwnedFd, m: &[u8]) -> std::io::Result<()> {
+    if unsafe { libc::send(sock.as_raw_fd(), m.as_ptr().cast(), m.len(), 0) } != m.len() as isize {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn recv(sock: &OwnedFd, buf: &mut [u8], flags: i32) -> std::io::Result<usize> {
+    let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// The netlink messages in `buf`: (type, flags, payload after the 16-byte header).
+fn messages(buf: &[u8]) -> Vec<(u16, u16, &[u8])> {
+    let mut out = vec![];
+    let mut at = 0;
+    while at + 16 <= buf.len() {
+        let len = u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+        if len < 16 || at + len > buf.len() {
+            break;
+        }
+        let t = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+        let f = u16::from_ne_bytes([buf[at + 6], buf[at + 7]]);
+        out.push((t, f, &buf[at + 16..at + len]));
+        at += len.div_ceil(4) * 4;
+    }
+    out
+}
+
+/// The attributes in `b`: (type without the nested and byte-order flags, payload).
+fn attrs(b: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = vec![];
+    let mut at = 0;
+    while at + 4 <= b.len() {
+        let len = u16::from_ne_bytes([b[at], b[at + 1]]) as usize;
+        if len < 4 || at + len > b.len() {
+            break;
+        }
+        out.push((u16::from_ne_bytes([b[at + 2], b[at + 3]]) & 0x3fff, &b[at + 4..at + len]));
+        at += len.div_ceil(4) * 4;
+    }
+    out
+}
+
+fn attr(b: &[u8], t: u16) -> Option<&[u8]> {
+    attrs(b).into_iter().find(|a| a.0 == t).map(|a| a.1)
+}
+
+fn be_u64(b: &[u8]) -> Option<u64> {
+    Some(match b.len() {
+        8 => u64::from_be_bytes(b.try_into().ok()?),
+        4 => u32::from_be_bytes(b.try_into().ok()?) as u64,
+        _ => return None,
+    })
+}
+
+/// Wait for the kernel's answer to a request with NLM_F_ACK: its errno (0: done).
+fn ack(sock: &OwnedFd) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 8192];
+    loop {
+        let n = recv(sock, &mut buf, 0)?;
+        for (t, _, p) in messages(&buf[..n]) {
+            if t == libc::NLMSG_ERROR as u16 {
+                let errno = p.get(0..4).map(|b| i32::from_ne_bytes(b.try_into().unwrap())).unwrap_or(-libc::EPROTO);
+                return if errno == 0 { Ok(()) } else { Err(std::io::Error::from_raw_os_error(-errno)) };
+            }
+        }
+    }
+}
+
+/// One connection of the original direction: source, destination, protocol, ports.
+#[derive(Debug, Clone, PartialEq)]
+struct Tuple {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    proto: u8,
+    sport: Option<u16>,
+    dport: Option<u16>,
+}
+
+fn tuple(b: &[u8]) -> Option<Tuple> {
+    let ip = attr(b, 1)?;
+    let pr = attr(b, 2)?;
+    let a4 = |t| attr(ip, t).and_then(|x| <[u8; 4]>::try_from(x).ok()).map(Ipv4Addr::from);
+    let port = |t| attr(pr, t).and_then(|x| <[u8; 2]>::try_from(x).ok()).map(u16::from_be_bytes);
+    Some(Tuple { src: a4(1)?, dst: a4(2)?, proto: *attr(pr, 1)?.first()?, sport: port(2), dport: port(3) })
+}
+
+fn proto_name(p: u8) -> String {
+    match p {
+        1 => "icmp".into(),
+        6 => "tcp".into(),
+        17 => "udp".into(),
+        132 => "sctp".into(),
+        n => n.to_string(),
+    }
+}
+
+/// A conntrack message's (original tuple, raw CTA_TUPLE_ORIG, id, TCP state, (bytes out, bytes in)).
+struct Ct<'a> {
+    tuple: Tuple,
+    raw_orig: &'a [u8],
+    id: Option<u32>,
+    tcp_state: Option<u8>,
+    bytes: Option<(u64, u64)>,
+}
+
+fn ct(payload: &[u8]) -> Option<Ct<'_>> {
+    // nfgenmsg first: only IPv4 (sessions have no IPv6).
+    if payload.first() != Some(&(libc::AF_INET as u8)) {
+        return None;
+    }
+    let a = &payload[4..];
+    let raw_orig = attr(a, CTA_TUPLE_ORIG)?;
+    let bytes = |t| attr(a, t).and_then(|c| attr(c, 2)).and_then(be_u64);
+    Some(Ct {
+        tuple: tuple(raw_orig)?,
+        raw_orig,
+        id: attr(a, CTA_ID).and_then(|x| <[u8; 4]>::try_from(x).ok()).map(u32::from_be_bytes),
+        tcp_state: attr(a, CTA_PROTOINFO).and_then(|p| attr(p, 1)).and_then(|t| attr(t, 1)).and_then(|s| s.first().copied()),
+        bytes: bytes(CTA_COUNTERS_ORIG).zip(bytes(CTA_COUNTERS_REPLY)),
+    })
+}
+
+/// The destination of a refused packet (its copied IP header and the start of its transport header).
+fn refused_packet(payload: &[u8]) -> Option<Tuple> {
+    let p = attr(payload.get(4..)?, NFULA_PAYLOAD)?;
+    if p.first()? >> 4 != 4 {
+        return None;
+    }
+    let ihl = ((p[0] & 0x0f) as usize) * 4;
+    let proto = *p.get(9)?;
+    let a4 = |i: usize| p.get(i..i + 4).and_then(|x| <[u8; 4]>::try_from(x).ok()).map(Ipv4Addr::from);
+    let port = |i: usize| p.get(ihl + i..ihl + i + 2).map(|x| u16::from_be_bytes([x[0], x[1]]));
+    let ports = matches!(proto, 6 | 17 | 132);
+    Some(Tuple { src: a4(12)?, dst: a4(16)?, proto, sport: port(0).filter(|_| ports), dport: port(2).filter(|_| ports) })
+}
+
+/// What the resolver has answered, read on as its log grows: address -> the last name resolved to it.
+struct Names {
+    path: PathBuf,
+    offset: u64,
+    partial: String,
+    by_addr: HashMap<Ipv4Addr, String>,
+}
+
+impl Names {
+    fn refresh(&mut self) {
+        let Ok(mut f) = std::fs::File::open(&self.path) else { return };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if len < self.offset {
+            self.offset = 0;
+        }
+        if f.seek(std::io::SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut more = String::new();
+        if let Ok(n) = f.read_to_string(&mut more) {
+            self.offset += n as u64;
+        }
+        self.partial.push_str(&more);
+        let complete = self.partial.rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let lines: String = self.partial.drain(..complete).collect();
+        for l in lines.lines() {
+            if let Some((name, addr)) = resolved(l) {
+                self.by_addr.insert(addr, name);
+            }
+        }
+    }
+}
+
+/// dnsmasq's `... reply NAME is ADDR` (also `cached`, `config`): the name and an IPv4 address.
+fn resolved(line: &str) -> Option<(String, Ipv4Addr)> {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let i = w.iter().position(|x| matches!(*x, "reply" | "cached" | "config"))?;
+    if w.get(i + 2) != Some(&"is") {
+        return None;
+    }
+    Some((w.get(i + 1)?.to_string(), w.get(i + 3)?.parse().ok()?))
+}
+
+/// The auditor's work (`drums-net audit`): bind its sockets, write `pid_file`, then log until killed or
+/// until the session's state directory is gone.
+pub fn run(state_dir: &Path, session: &str, slot: u32, pid_file: &Path) -> Result<()> {
+    let (_, session_addr) = super::slot_addrs(slot);
+    let sock_err = |what: &str, e: std::io::Error| Error::failed(format!("connection auditor: {what}: {e}"));
+    let events = nl_socket(&[NFNLGRP_CONNTRACK_NEW, NFNLGRP_CONNTRACK_UPDATE, NFNLGRP_CONNTRACK_DESTROY]).map_err(|e| sock_err("conntrack events", e))?;
+    let queries = nl_socket(&[]).map_err(|e| sock_err("conntrack queries", e))?;
+    let log = nl_socket(&[]).map_err(|e| sock_err("nfnetlink_log", e))?;
+    let group = nflog_group(slot) as u16;
+    let ulog = |m: u16| (NFNL_SUBSYS_ULOG << 8) | m;
+    // Bind the group (NFULNL_CFG_CMD_BIND), then copy 128 bytes of each packet (NFULNL_COPY_PACKET).
+    send(&log, &request(ulog(NFULNL_MSG_CONFIG), libc::NLM_F_ACK as u16, libc::AF_UNSPEC as u8, group, &[(1, &[1u8])])).map_err(|e| sock_err("bind the log group", e))?;
+    ack(&log).map_err(|e| sock_err(&format!("bind log group {group}"), e))?;
+    let mode = [0u8, 0, 0, 128, 2, 0];
+    send(&log, &request(ulog(NFULNL_MSG_CONFIG), libc::NLM_F_ACK as u16, libc::AF_UNSPEC as u8, group, &[(2, &mode)])).map_err(|e| sock_err("set the log mode", e))?;
+    ack(&log).map_err(|e| sock_err("set the log mode", e))?;
+
+    let log_path = state_dir.join(LOG_FILE);
+    let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).ctx("open", &log_path)?;
+    let tmp = pid_file.with_extension("tmp");
+    std::fs::write(&tmp, format!("{}\n", std::process::id())).ctx("write", &tmp)?;
+    std::fs::rename(&tmp, pid_file).ctx("rename", pid_file)?;
+
+    let mut names = Names { path: state_dir.join(super::egress::LOG_FILE), offset: 0, partial: String::new(), by_addr: HashMap::new() };
+    // Open connections by conntrack id: (when opened, whether their close was logged).
+    let mut open: HashMap<u32, (f64, bool)> = HashMap::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut write = |e: AuditEntry| -> Result<()> {
+        let mut l = serde_json::to_vec(&e).map_err(|x| Error::failed(format!("audit line: {x}")))?;
+        l.push(b'\n');
+        out.write_all(&l).ctx("write", &log_path)
+    };
+    let entry = |names: &mut Names, t: &Tuple, event: Event| {
+        names.refresh();
+        AuditEntry {
+            drums: crate::record::VERSION,
+            record_type: Default::default(),
+            session: session.to_string(),
+            t: crate::state::now(),
+            event,
+            proto: proto_name(t.proto),
+            address: t.dst.to_string(),
+            port: t.dport,
+            name: names.by_addr.get(&t.dst).cloned(),
+            opened_at: None,
+            bytes_out: None,
+            bytes_in: None,
+            bytes_null_reason: None,
+        }
+    };
+    loop {
+        if !state_dir.exists() {
+            return Ok(());
+        }
+        let mut fds = [
+            libc::pollfd { fd: events.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: log.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, 2000) } < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(sock_err("poll", e));
+        }
+        if fds[1].revents != 0 {
+            let n = recv(&log, &mut buf, libc::MSG_DONTWAIT).unwrap_or(0);
+            for (t, _, p) in messages(&buf[..n]) {
+                if t != ulog(NFULNL_MSG_PACKET) {
+                    continue;
+                }
+                if let Some(tp) = refused_packet(p).filter(|tp| tp.src == session_addr) {
+                    let mut e = entry(&mut names, &tp, Event::Refused);
+                    (e.bytes_out, e.bytes_in) = (Some(0), Some(0));
+                    write(e)?;
+                }
+            }
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        let n = match recv(&events, &mut buf, libc::MSG_DONTWAIT) {
+            Ok(n) => n,
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                write(AuditEntry { event: Event::Lost, ..entry(&mut names, &Tuple { src: session_addr, dst: Ipv4Addr::UNSPECIFIED, proto: 0, sport: None, dport: None }, Event::Lost) })?;
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let msgs: Vec<(u16, u16, Vec<u8>)> = messages(&buf[..n]).into_iter().map(|(t, f, p)| (t, f, p.to_vec())).collect();
+        for (t, flags, p) in msgs {
+            let Some(c) = ct(&p) else { continue };
+            if c.tuple.src != session_addr {
+                continue;
+            }
+            let id = c.id.unwrap_or(0);
+            let new = t == ((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW) && flags & libc::NLM_F_CREATE as u16 != 0;
+            let destroy = t == ((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE);
+            if new {
+                open.insert(id, (crate::state::now(), false));
+                write(entry(&mut names, &c.tuple, Event::Open))?;
+                continue;
+            }
+            let ended_tcp = matches!(c.tcp_state, Some(TCP_CONNTRACK_TIME_WAIT | TCP_CONNTRACK_CLOSE));
+            if !(destroy || ended_tcp) {
+                continue;
+            }
+            let Some((opened, logged)) = open.get(&id).copied() else { continue };
+            if logged {
+                if destroy {
+                    open.remove(&id);
+                }
+                continue;
+            }
+            let bytes = if destroy { c.bytes } else { c.bytes.or_else(|| counters_now(&queries, c.raw_orig)) };
+            let mut e = entry(&mut names, &c.tuple, Event::Close);
+            e.opened_at = Some(opened);
+            match bytes {
+                Some((o, i)) => (e.bytes_out, e.bytes_in) = (Some(o), Some(i)),
+                None => e.bytes_null_reason = Some("the kernel gave no byte counts for the connection (net.netfilter.nf_conntrack_acct was 0 when it opened)".into()),
+            }
+            write(e)?;
+            if destroy {
+                open.remove(&id);
+            } else {
+                open.insert(id, (opened, true));
+            }
+        }
+    }
+}
+
+/// The byte counts of the conntrack entry whose original tuple is `raw_orig`, asked of the kernel now.
+fn counters_now(sock: &OwnedFd, raw_orig: &[u8]) -> Option<(u64, u64)> {
+    let ctm = |m: u16| (NFNL_SUBSYS_CTNETLINK << 8) | m;
+    // CTA_TUPLE_ORIG is a nested attribute: flag it so.
+    send(sock, &request(ctm(IPCTNL_MSG_CT_GET), libc::NLM_F_ACK as u16, libc::AF_INET as u8, 0, &[(CTA_TUPLE_ORIG | 0x8000, raw_orig)])).ok()?;
+    let mut buf = vec![0u8; 16384];
+    let mut found = None;
+    let timeout = libc::timeval { tv_sec: 1, tv_usec: 0 };
+    unsafe { libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&timeout as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32) };
+    loop {
+        let n = recv(sock, &mut buf, 0).ok()?;
+        for (t, _, p) in messages(&buf[..n]) {
+            if t == libc::NLMSG_ERROR as u16 || t == libc::NLMSG_DONE as u16 {
+                return found;
+            }
+            if t == ctm(IPCTNL_MSG_CT_NEW) {
+                found = ct(p).and_then(|c| c.bytes);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn resolver_log_lines_give_names() {
+        assert_eq!(resolved("Dec  5 13:20:01 dnsmasq[77]: reply web.example.org is 198.51.100.10"), Some(("web.example.org".into(), "198.51.100.10".parse().unwrap())));
+        assert_eq!(resolved("Dec  5 13:20:01 dnsmasq[77]: cached a.example.org is 192.0.2.5"), Some(("a.example.org".into(), "192.0.2.5".parse().unwrap())));
+        assert_eq!(resolved("Dec  5 13:20:01 dnsmasq[77]: reply x.example.org is NXDOMAIN"), None);
+        assert_eq!(resolved("Dec  5 13:20:01 dnsmasq[77]: query[A] web.example.org from 10.77.0.2"), None);
+    }
+    #[test]
+    fn attributes_and_refused_packets_parse() {
+        // nfgenmsg, then NFULA_PAYLOAD holding an IPv4 TCP header from 10.77.0.2:40000 to 10.0.0.10:80.
+        let mut ip = vec![0x45u8, 0, 0, 40, 0, 0, 0, 0, 64, 6, 0, 0, 10, 77, 0, 2, 10, 0, 0, 10];
+        ip.extend_from_slice(&[0x9c, 0x40, 0, 80]);
+        let m = request(0, 0, 2, 0, &[(NFULA_PAYLOAD, &ip)]);
+        let t = refused_packet(&m[16..]).unwrap();
+        assert_eq!((t.src.to_string(), t.dst.to_string(), t.proto, t.dport), ("10.77.0.2".into(), "10.0.0.10".into(), 6, Some(80)));
+        assert_eq!(messages(&m).len(), 1);
+    }
+}
