@@ -1,0 +1,188 @@
+"""The scripted agent's means: what an agent sees and what it does, nothing else.
+
+A reference solution (`<domain>/<task id's first 8 characters>.py`, `solve(env, obs)`) acts only through
+`env.step` with pyautogui code, as a model's actions reach OSWorld's server: keys, typing, clicks. Where to
+click is read off the accessibility tree the agent observes (OSWorld's XML, drums-guest's /accessibility),
+never a coordinate written in the solution; what happened is read off the same tree or the terminal's text
+(/terminal). Every wait has a deadline and raises AgentError saying what did not appear, so a solution that
+cannot go on stops with the reason instead of acting blind.
+"""
+import re
+import time
+from xml.etree import ElementTree as ET
+
+# drums-guest's namespaces for the tree's attributes (tools/drums-guest/src/a11y.py).
+NS = "https://accessibility.ubuntu.example.org/ns/"
+CP, ST = NS + "component", NS + "state"
+DEFAULT_WAIT = 30.0
+
+
+class AgentError(RuntimeError):
+    """The solution could not go on: what it waited for did not come, or what it looked for is not there."""
+
+
+def _match(want, got):
+    if want is None:
+        return True
+    if isinstance(want, re.Pattern):
+        return bool(want.search(got or ""))
+    return (got or "") == want
+
+
+class Node:
+    """One node of the tree: role (the XML tag), name, text, states, and its box on the screen."""
+
+    def __init__(self, el, path):
+        self.el, self.path = el, path  # path: the nodes from the root down to this one
+        self.role, self.name, self.text = el.tag, el.get("name", ""), (el.text or "")
+
+    def state(self, s):
+        return self.el.get("{%s}%s" % (ST, s)) == "true"
+
+    @property
+    def box(self):
+        xy, size = self.el.get("{%s}screencoord" % CP), self.el.get("{%s}size" % CP)
+        if not xy or not size:
+            return None
+        (x, y), (w, h) = (tuple(int(v) for v in re.findall(r"-?\d+", s)) for s in (xy, size))
+        return x, y, w, h
+
+    @property
+    def centre(self):
+        b = self.box
+        if b is None or b[2] <= 0 or b[3] <= 0:
+            raise AgentError(f"{self} has no box on the screen (not showing)")
+        return b[0] + b[2] // 2, b[1] + b[3] // 2
+
+    def under(self, role=None, name=None):
+        """True when one of this node's ancestors matches."""
+        return any(_match(role, a.tag) and _match(name, a.get("name", "")) for a in self.path[:-1])
+
+    def __repr__(self):
+        return f"<{self.role} {self.name!r}{' ' + str(self.box) if self.box else ''}>"
+
+
+class Agent:
+    def __init__(self, env, pause=0.4):
+        self.env, self.pause = env, pause
+        self.screen = None
+
+    # -- acting: pyautogui through env.step ------------------------------------------------------------
+
+    def act(self, code, pause=None):
+        obs, _, _, _ = self.env.step(code, pause=self.pause if pause is None else pause)
+        self.screen = obs.get("screenshot")
+        return obs
+
+    def hotkey(self, *keys):
+        self.act(f"pyautogui.hotkey({', '.join(repr(k) for k in keys)})")
+
+    def press(self, key, presses=1):
+        self.act(f"pyautogui.press({key!r}, presses={int(presses)}, interval=0.05)")
+
+    def write(self, text):
+        self.act(f"pyautogui.write({text!r}, interval=0.01)")
+
+    def click(self, xy, button="left", clicks=1):
+        x, y = xy
+        self.act(f"pyautogui.click({int(x)}, {int(y)}, button={button!r}, clicks={int(clicks)})")
+
+    def click_node(self, node, **kw):
+        self.click(node.centre, **kw)
+        return node
+
+    def fail(self):
+        """OSWorld's answer for a task that cannot be done: the last action is FAIL."""
+        self.env.step("FAIL", pause=0)
+
+    # -- seeing: the accessibility tree ---------------------------------------------------------------
+
+    def tree(self):
+        xml = self.env.controller.get_accessibility_tree()
+        if not xml:
+            raise AgentError("no accessibility tree from the guest")
+        return ET.fromstring(xml)
+
+    def find_all(self, role=None, name=None, app=None, showing=True, text=None, root=None):
+        """Nodes matching role and name (a string matches exactly, a compiled pattern by search), under the
+        application named `app` when given; showing: only nodes with a box on the screen."""
+        top = root if root is not None else self.tree()
+        out = []
+
+        def walk(el, path):
+            path = path + [el]
+            n = Node(el, path)
+            if _match(role, el.tag) and _match(name, n.name) and _match(text, n.text):
+                if not showing or (n.box is not None and n.box[2] > 0 and n.box[3] > 0):
+                    out.append(n)
+            for c in el:
+                walk(c, path)
+
+        apps = [a for a in top if _match(app, a.get("name", ""))] if app is not None else [top]
+        for a in apps:
+            walk(a, [top] if a is not top else [])
+        return out
+
+    def find(self, role=None, name=None, **kw):
+        found = self.find_all(role, name, **kw)
+        return found[0] if found else None
+
+    def wait(self, role=None, name=None, timeout=DEFAULT_WAIT, pick=None, **kw):
+        """The first node matching (and accepted by `pick`, when given), polling the tree until `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [n for n in self.find_all(role, name, **kw) if pick is None or pick(n)]
+            if found:
+                return found[0]
+            if time.monotonic() > deadline:
+                raise AgentError(f"no {role or 'node'} named {name!r} (app {kw.get('app')!r}) within {timeout:.0f} s")
+            time.sleep(0.5)
+
+    def wait_gone(self, role=None, name=None, timeout=DEFAULT_WAIT, **kw):
+        deadline = time.monotonic() + timeout
+        while self.find_all(role, name, **kw):
+            if time.monotonic() > deadline:
+                raise AgentError(f"{role or 'node'} named {name!r} still there after {timeout:.0f} s")
+            time.sleep(0.5)
+
+    def click_wait(self, role=None, name=None, timeout=DEFAULT_WAIT, **kw):
+        return self.click_node(self.wait(role, name, timeout=timeout, **kw))
+
+    # -- the terminal ---------------------------------------------------------------------------------
+
+    def open_terminal(self, timeout=DEFAULT_WAIT):
+        """Ctrl+Alt+T, as on Ubuntu; returns once a new terminal is there, focused, with a prompt."""
+        before = len(self.find_all("terminal", app="gnome-terminal-server", showing=False))
+        self.hotkey("ctrl", "alt", "t")
+        deadline = time.monotonic() + timeout
+        while True:
+            terms = self.find_all("terminal", app="gnome-terminal-server", showing=False)
+            if len(terms) > before and any(t.state("focused") and "$" in t.text for t in terms):
+                return
+            if time.monotonic() > deadline:
+                raise AgentError(f"no new focused terminal with a prompt within {timeout:.0f} s of Ctrl+Alt+T")
+            time.sleep(0.5)
+
+    def terminal_text(self):
+        return self.env.controller.get_terminal_output() or ""
+
+    def run(self, command, timeout=60.0):
+        """Type a command line into the focused terminal and wait until it has finished: the line ends by
+        echoing a marker (built so that the typed line itself does not show it), read off /terminal."""
+        self._runs = getattr(self, "_runs", 0) + 1
+        mark = f"END{self._runs}OF{int(time.time()) % 100000}"
+        self.write(f"{command}; echo {mark[:3]}''{mark[3:]} status=$?\n")
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.terminal_text()
+            m = re.search(re.escape(mark) + r" status=(\d+)", out)
+            if m:
+                return int(m.group(1))
+            if time.monotonic() > deadline:
+                raise AgentError(f"`{command}` did not finish within {timeout:.0f} s; terminal ends: {out[-300:]!r}")
+            time.sleep(0.5)
+
+    def run_ok(self, command, timeout=60.0):
+        status = self.run(command, timeout)
+        if status != 0:
+            raise AgentError(f"`{command}` exited {status}; terminal ends: {self.terminal_text()[-300:]!r}")
