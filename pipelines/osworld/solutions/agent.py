@@ -186,3 +186,20 @@ class Agent:
         status = self.run(command, timeout)
         if status != 0:
             raise AgentError(f"`{command}` exited {status}; terminal ends: {self.terminal_text()[-300:]!r}")
+
+    # -- Chromium (the tasks' google-chrome) ----------------------------------------------------------
+
+    def browse(self, url, title, timeout=DEFAULT_WAIT):
+        """Type `url` into the focused browser window's address bar; returns the page's document once its
+        title matches `title` (a string or a pattern)."""
+        self.wait("entry", "Address and search bar", timeout=timeout)  # a browser window is there
+        self.hotkey("ctrl", "l")
+        self.write(url + "\n")
+        return self.wait("document-web", title, timeout=timeout)
+
+    def toggle_on(self, role, name, timeout=DEFAULT_WAIT, **kw):
+        """Click a check box or toggle unless it is already on; wait until it shows on."""
+        node = self.wait(role, name, timeout=timeout, **kw)
+        if not (node.state("checked") or node.state("pressed")):
+            self.click_node(node)
+        return node
