@@ -54,6 +54,17 @@ class Node:
             raise AgentError(f"{self} has no box on the screen (not showing)")
         return b[0] + b[2] // 2, b[1] + b[3] // 2
 
+    def visible_region(self):
+        """The part of the screen where this node can be seen: its ancestors' boxes intersected (a
+        scrolled pane's content is larger than the pane, so a node can have a box outside it)."""
+        x0, y0, x1, y1 = -10**6, -10**6, 10**6, 10**6
+        for el in self.path[1:-1]:
+            b = Node(el, []).box
+            if b is None or b[2] <= 0 or b[3] <= 0:
+                continue
+            x0, y0, x1, y1 = max(x0, b[0]), max(y0, b[1]), min(x1, b[0] + b[2]), min(y1, b[1] + b[3])
+        return x0, y0, x1, y1
+
     def under(self, role=None, name=None):
         """True when one of this node's ancestors matches."""
         return any(_match(role, a.tag) and _match(name, a.get("name", "")) for a in self.path[:-1])
@@ -148,6 +159,19 @@ class Agent:
     def click_wait(self, role=None, name=None, timeout=DEFAULT_WAIT, **kw):
         return self.click_node(self.wait(role, name, timeout=timeout, **kw))
 
+    def reveal(self, role=None, name=None, timeout=DEFAULT_WAIT, **kw):
+        """The node, scrolled into its pane's view with the mouse wheel (over the pane) when its centre
+        is outside the part of the pane on the screen."""
+        for _ in range(30):
+            n = self.wait(role, name, timeout=timeout, **kw)
+            x0, y0, x1, y1 = n.visible_region()
+            x, y = n.centre
+            if y0 <= y < y1 and x0 <= x < x1:
+                return n
+            clicks = -3 if y >= y1 else 3
+            self.act(f"pyautogui.scroll({clicks}, x={(x0 + x1) // 2}, y={(y0 + y1) // 2})")
+        raise AgentError(f"{n} stays outside its pane's view {(x0, y0, x1, y1)} after scrolling")
+
     # -- the terminal ---------------------------------------------------------------------------------
 
     def open_terminal(self, timeout=DEFAULT_WAIT):
@@ -203,3 +227,42 @@ class Agent:
         if not (node.state("checked") or node.state("pressed")):
             self.click_node(node)
         return node
+
+    # -- VLC ------------------------------------------------------------------------------------------
+
+    def vlc_preferences(self, advanced_section=None):
+        """VLC's Tools > Preferences; with `advanced_section` (a tree item's name, e.g. "Qt"), its "All"
+        view filtered to that section and the section opened. Returns the dialog's name."""
+        self.click_wait("menu-item", "Tools", app="vlc")
+        self.click_wait("menu-item", "Preferences", app="vlc")
+        self.wait("dialog", "Simple Preferences", app="vlc")
+        if advanced_section is None:
+            return "Simple Preferences"
+        self.click_wait("radio-button", "All", app="vlc")
+        search = self.wait("text", "", app="vlc", pick=lambda n: n.under("dialog", "Advanced Preferences"))
+        self.click_node(search)
+        self.write(advanced_section)
+        self.click_wait("table-cell", advanced_section, app="vlc")
+        return "Advanced Preferences"
+
+    def vlc_save_preferences(self, dialog):
+        self.click_wait("push-button", "Save", app="vlc", pick=lambda n: n.under("dialog", dialog))
+        self.wait_gone("dialog", dialog, app="vlc", timeout=10)
+
+    def set_checked(self, role, name, on, **kw):
+        """Click a check box until its state is `on`."""
+        for _ in range(3):
+            node = self.reveal(role, name, **kw)
+            if node.state("checked") == on:
+                return node
+            self.click_node(node)
+            time.sleep(0.3)
+        raise AgentError(f"{node} does not turn {'on' if on else 'off'}")
+
+    def set_text(self, role, name, value, **kw):
+        """Replace a field's text (a spin button's too): click it, select all, type, Tab away."""
+        self.click_node(self.reveal(role, name, **kw))
+        self.hotkey("ctrl", "a")
+        self.write(str(value))
+        self.press("tab")
+        return self.wait(role, name, pick=lambda n: n.text.strip() == str(value), **kw)
