@@ -230,9 +230,10 @@ class Agent:
 
     # -- VLC ------------------------------------------------------------------------------------------
 
-    def vlc_preferences(self, advanced_section=None):
+    def vlc_preferences(self, advanced_section=None, top_level=False):
         """VLC's Tools > Preferences; with `advanced_section` (a tree item's name, e.g. "Qt"), its "All"
-        view filtered to that section and the section opened. Returns the dialog's name."""
+        view filtered to that section and the section opened (top_level: the category of that name, not
+        a module's page under another one). Returns the dialog's name."""
         self.click_wait("menu-item", "Tools", app="vlc")
         self.click_wait("menu-item", "Preferences", app="vlc")
         self.wait("dialog", "Simple Preferences", app="vlc")
@@ -242,7 +243,9 @@ class Agent:
         search = self.wait("text", "", app="vlc", pick=lambda n: n.under("dialog", "Advanced Preferences"))
         self.click_node(search)
         self.write(advanced_section)
-        self.click_wait("table-cell", advanced_section, app="vlc")
+        self.wait("table-cell", advanced_section, app="vlc")
+        cells = self.find_all("table-cell", advanced_section, app="vlc")
+        self.click_node(min(cells, key=lambda n: n.box[0]) if top_level else cells[0])
         return "Advanced Preferences"
 
     def vlc_save_preferences(self, dialog):

@@ -7,6 +7,6 @@ from agent import Agent
 
 def solve(env, obs):
     a = Agent(env)
-    dialog = a.vlc_preferences("Playlist")
+    dialog = a.vlc_preferences("Playlist", top_level=True)
     a.set_checked("check-box", "Play and exit", False, app="vlc")
     a.vlc_save_preferences(dialog)
