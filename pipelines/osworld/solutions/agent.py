@@ -7,6 +7,7 @@ never a coordinate written in the solution; what happened is read off the same t
 (/terminal). Every wait has a deadline and raises AgentError saying what did not appear, so a solution that
 cannot go on stops with the reason instead of acting blind.
 """
+import io
 import re
 import time
 from xml.etree import ElementTree as ET
@@ -76,13 +77,13 @@ class Node:
 class Agent:
     def __init__(self, env, pause=0.4):
         self.env, self.pause = env, pause
-        self.screen = None
+        self.last_screenshot = None
 
     # -- acting: pyautogui through env.step ------------------------------------------------------------
 
     def act(self, code, pause=None):
         obs, _, _, _ = self.env.step(code, pause=self.pause if pause is None else pause)
-        self.screen = obs.get("screenshot")
+        self.last_screenshot = obs.get("screenshot")
         return obs
 
     def hotkey(self, *keys):
@@ -171,6 +172,40 @@ class Agent:
             clicks = -3 if y >= y1 else 3
             self.act(f"pyautogui.scroll({clicks}, x={(x0 + x1) // 2}, y={(y0 + y1) // 2})")
         raise AgentError(f"{n} stays outside its pane's view {(x0, y0, x1, y1)} after scrolling")
+
+    # -- the screen -----------------------------------------------------------------------------------
+
+    def screen(self):
+        """The screen now, as a PIL image (the screenshot an agent observes)."""
+        from PIL import Image
+        return Image.open(io.BytesIO(self.env.controller.get_screenshot())).convert("RGB")
+
+    def wait_screen(self, test, what, settle=2.0, timeout=90.0):
+        """Wait until `test(image)` holds for a screen that then stays the same for `settle` seconds
+        (a window that has finished drawing); `what` names it in the error."""
+        from PIL import ImageChops
+        deadline = time.monotonic() + timeout
+        last, since = None, None
+        while True:
+            im = self.screen().reduce(4)
+            if test(im):
+                if last is not None and ImageChops.difference(im, last).getbbox() is None:
+                    if time.monotonic() - since >= settle:
+                        return im
+                else:
+                    last, since = im, time.monotonic()
+            else:
+                last = None
+            if time.monotonic() > deadline:
+                raise AgentError(f"{what} not on the screen within {timeout:.0f} s")
+            time.sleep(0.5)
+
+    @staticmethod
+    def changed(before, after):
+        """The share of the screen that differs between two screens (as wait_screen returns them)."""
+        from PIL import ImageChops
+        diff = ImageChops.difference(before, after).convert("L").getdata()
+        return sum(1 for v in diff if v > 24) / len(diff)
 
     # -- the terminal ---------------------------------------------------------------------------------
 
@@ -269,3 +304,26 @@ class Agent:
         self.write(str(value))
         self.press("tab")
         return self.wait(role, name, pick=lambda n: n.text.strip() == str(value), **kw)
+
+    # -- GIMP -----------------------------------------------------------------------------------------
+    # GIMP 2.10 is GTK 2, and the image has no GTK 2 accessibility module (gail), so GIMP is not in the
+    # accessibility tree: the agent sees it on the screenshot and drives it from the keyboard.
+
+    @staticmethod
+    def _gimp_grey(im):
+        """The share of the screen in the greys of GIMP 2.10's default (Dark) theme."""
+        px = im.getdata()
+        return sum(1 for r, g, b in px if abs(r - g) < 8 and abs(g - b) < 8 and 40 <= r <= 90) / len(px)
+
+    def gimp_wait(self, timeout=120.0):
+        """GIMP's window drawn on the screen (a fifth of it in its theme's greys, and still)."""
+        return self.wait_screen(lambda im: self._gimp_grey(im) > 0.15, "GIMP's window", timeout=timeout)
+
+    def gimp_run(self, action):
+        """Help > Search and Run a Command ("/"): type the action's name, Enter runs the first match."""
+        self.press("/")
+        time.sleep(1.5)
+        self.write(action)
+        time.sleep(1.5)
+        self.press("enter")
+        time.sleep(2)
