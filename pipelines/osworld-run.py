@@ -74,6 +74,8 @@ PROGRAM_DIRS = ["usr/local/bin", "usr/bin", "bin", "usr/sbin", "sbin"]
 # Words of a shell command line that are no program of the image: bash's keywords, after which a command
 # starts, and its builtins, whose arguments are no commands.
 SHELL_KEYWORDS = {"!", "{", "}", "do", "done", "elif", "else", "fi", "if", "then", "time", "until", "while"}
+# What follows a command substitution inside a test (`[ "$(...)" = 1 ]`): operands and operators, no program.
+TEST_WORDS = {"=", "==", "!=", "]", "]]", "-eq", "-ne", "-gt", "-ge", "-lt", "-le"}
 SHELL_BUILTINS = {"[", "[[", ".", ":", "case", "cd", "echo", "eval", "exit", "export", "false", "for", "function", "local",
                   "printf", "read", "return", "set", "source", "test", "true", "unset"}
 # Programs that run the rest of their arguments as another command.
@@ -82,9 +84,34 @@ COMMAND_STEPS = {"execute", "command", "launch"}
 COMMAND_GETTERS = {"vm_command_line", "vm_command_error"}
 
 
+def unquote_substitutions(script):
+    """The script with the double quotes around each "$(...)" taken away (the parenthesis that closes it
+    found by counting; the rest unchanged)."""
+    out, i = [], 0
+    while True:
+        start = script.find('"$(', i)
+        if start < 0:
+            return "".join(out) + script[i:]
+        depth, j = 0, start + 1
+        while j < len(script):
+            depth += {"(": 1, ")": -1}.get(script[j], 0)
+            if depth == 0 and script[j] == ")":
+                break
+            j += 1
+        if j + 1 < len(script) and script[j + 1] == '"':
+            out.append(script[i:start] + script[start + 1:j + 1])
+            i = j + 2
+        else:
+            out.append(script[i:start + 1])
+            i = start + 1
+
+
 def shell_programs(script):
     """The programs a shell script starts, in order: the first word of each simple command (after variable
     assignments), also inside $(...) and after a wrapper such as sudo or timeout, without builtins."""
+    # A command substitution in double quotes ("$(...)") is a command line all the same: the quotes go, so
+    # that the words inside are read as words.
+    script = unquote_substitutions(script)
     text = script.replace("$(", " ; ").replace("`", " ; ").replace(")", " ; ").replace("\n", " ; ").replace("\r", " ")
     lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
     lex.whitespace_split = True
@@ -110,6 +137,9 @@ def shell_programs(script):
             if tok.replace(".", "").isdigit() or re.fullmatch(r"[0-9.]+[smhd]", tok):  # timeout's duration
                 continue
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tok) or tok in SHELL_KEYWORDS:
+            continue
+        if tok in TEST_WORDS:
+            at_start = False
             continue
         if tok in SHELL_BUILTINS:
             at_start, skip_wrapper_arg = False, None
