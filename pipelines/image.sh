@@ -204,11 +204,12 @@ FLAGS
 # Chromium with the profile OSWorld's chrome getters read (~/.config/google-chrome) unless the caller names
 # one. Its process is named `chrome`, as Google Chrome's is: the chrome tasks' evaluators stop the browser
 # with `pkill chrome` (process names) so that it writes its Preferences before the getters read them, and
-# Debian's binary, named `chromium`, does not match; so google-chrome runs it through a link named `chrome`,
-# with the flags Debian's wrapper would give it (/etc/chromium.d, read as that wrapper reads it).
+# Debian's binary, named `chromium`, does not match; so google-chrome runs it through a hard link named
+# `chrome`, with the flags Debian's wrapper would give it (/etc/chromium.d, read as that wrapper reads it).
+# Not a symbolic link: Chromium starts its processes again from /proc/self/exe, which names the target.
 # (rm first: an older image's google-chrome is a link to chromium, which `cat >` would write through.)
 ln -sfn python3 "$img/usr/bin/python"
-ln -sfn chromium "$img/usr/lib/chromium/chrome"
+ln -f "$img/usr/lib/chromium/chromium" "$img/usr/lib/chromium/chrome"
 rm -f "$img/usr/bin/google-chrome"
 cat > "$img/usr/bin/google-chrome" <<'WRAP'
 #!/bin/sh
