@@ -34,9 +34,11 @@ fn harness_dir() -> PathBuf {
     dir
 }
 
-/// A file of the shared OSWorld tasks (`../shared/osworld` beside the project, see its README).
+/// A file of the shared OSWorld tasks (`../shared/osworld` beside the project, see its README; or under
+/// `$DRUMS_SHARED`, for a checkout elsewhere, such as a git worktree).
 fn shared_task(rel: &str) -> PathBuf {
-    let root = repo_root().parent().unwrap().join("shared/osworld");
+    let shared = std::env::var_os("DRUMS_SHARED").map(PathBuf::from).unwrap_or_else(|| repo_root().parent().unwrap().join("shared"));
+    let root = shared.join("osworld");
     let task = root.join(rel);
     assert!(task.exists(), "OSWorld's task files are not at {} (the project's shared/osworld)", root.display());
     task

@@ -4,6 +4,7 @@ from agent import Agent
 
 DESKTOP = "/home/user/Desktop"  # the desktop user's (OSWorld's account is `user`, as is Drums')
 
+
 def solve(env, obs):
     a = Agent(env)
     dialog = a.vlc_preferences()
