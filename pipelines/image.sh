@@ -202,14 +202,22 @@ FLAGS
 
 # The names OSWorld's tasks use: `python` for python3, `google-chrome` for the browser, which starts
 # Chromium with the profile OSWorld's chrome getters read (~/.config/google-chrome) unless the caller names
-# one. (rm first: an older image's google-chrome is a link to chromium, which `cat >` would write through.)
+# one. Its process is named `chrome`, as Google Chrome's is: the chrome tasks' evaluators stop the browser
+# with `pkill chrome` (process names) so that it writes its Preferences before the getters read them, and
+# Debian's binary, named `chromium`, does not match; so google-chrome runs it through a hard link named
+# `chrome`, with the flags Debian's wrapper would give it (/etc/chromium.d, read as that wrapper reads it).
+# Not a symbolic link: Chromium starts its processes again from /proc/self/exe, which names the target.
+# (rm first: an older image's google-chrome is a link to chromium, which `cat >` would write through.)
 ln -sfn python3 "$img/usr/bin/python"
+ln -f "$img/usr/lib/chromium/chromium" "$img/usr/lib/chromium/chrome"
 rm -f "$img/usr/bin/google-chrome"
 cat > "$img/usr/bin/google-chrome" <<'WRAP'
 #!/bin/sh
-# Drums (pipelines/image.sh): OSWorld's `google-chrome`, Chromium with Chrome's profile directory.
-case " $* " in *" --user-data-dir="*) exec /usr/bin/chromium "$@" ;; esac
-exec /usr/bin/chromium --user-data-dir="$HOME/.config/google-chrome" "$@"
+# Drums (pipelines/image.sh): OSWorld's `google-chrome`, Chromium with Chrome's profile directory, its
+# process named `chrome` as Google Chrome's is (`pkill chrome` stops it).
+for f in /etc/chromium.d/*; do [ -f "$f" ] && . "$f"; done
+case " $* " in *" --user-data-dir="*) exec /usr/lib/chromium/chrome $CHROMIUM_FLAGS "$@" ;; esac
+exec /usr/lib/chromium/chrome $CHROMIUM_FLAGS --user-data-dir="$HOME/.config/google-chrome" "$@"
 WRAP
 chmod 755 "$img/usr/bin/google-chrome"
 

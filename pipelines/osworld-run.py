@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Run OSWorld task files through OSWorld's own DesktopEnv with the Drums provider (docs/osworld.md).
 
-  pipelines/osworld-run.py --checkpoint ckpt.json [--agent none|scripted --actions FILE] [TASK ...]
+  pipelines/osworld-run.py --checkpoint ckpt.json [--agent none|scripted [--actions FILE]] [TASK ...]
   pipelines/osworld-run.py --list [--image-root DIR] [TASK ...]
 
 TASK: task files or directories of them (default: the shared OSWorld tasks, ../shared/osworld/examples).
@@ -10,27 +10,38 @@ applications of its domain are in the checkpoint's root image; otherwise it is s
 
 One JSON line per task on stdout:
   {"type": "osworld_task", "id", "domain", "runnable", "skip_reason", "programs", "missing_programs",
-   "setup_ok", "reset_s", "take_s", "take_source", "setup_s", "eval_s", "score", "error", "session"}
+   "setup_ok", "reset_s", "take_s", "take_source", "setup_s", "agent", "solution", "actions_s", "agent_error",
+   "eval_s", "score", "error", "session"}
 programs: what the task's setup, post-config and evaluation getters start in the session (the first word of
 each command, read as a shell reads it); missing_programs: those the root image has in none of PROGRAM_DIRS
 (null: no image to look in). A missing program does not skip the task: it runs, and its setup or evaluation
 shows what the program's absence does.
 reset_s is DesktopEnv.reset (take_s of it the provider's take of a fresh sibling, null when the reset
 reused a clean one; setup_s the task's setup, SetupController.setup, all tries); eval_s is evaluate();
-score the metric's value (null when evaluation raised: error says what). setup_ok is what
+score the metric's value (null when evaluation raised: error says what). agent: none or scripted;
+solution: the scripted agent's solution file run for the task (relative to the repository; null: none, or
+--actions gave the actions); actions_s: the seconds the agent acted (null with agent none or nothing to
+run); agent_error: why the solution stopped early (it raised), null when it ran to its end; the task is
+evaluated either way. setup_ok is what
 SetupController.setup returned (DesktopEnv retries a failed setup up to 5 times, 5 s apart, and goes on).
-A summary line {"type": "osworld_summary", per domain: tasks, runnable, setup_ok, evaluated, score_0}
-comes last.
+A summary line comes last: {"type": "osworld_summary", "agent", "domains": per domain {tasks, runnable,
+setup_ok, evaluated, score_0, score_1}, "seconds": per phase (reset, setup, actions, eval) {n, p50, p95}
+over the tasks run (nearest-rank percentiles; null with n = 0)}.
 
-Agents: none (evaluate right after setup: a correct environment scores 0), scripted (--actions FILE: a
-JSON object of task id -> list of actions, each sent with env.step as pyautogui code).
+Agents: none (evaluate right after setup: a correct environment scores 0); scripted: the reference
+solution pipelines/osworld/solutions/<domain>/<first 8 characters of the task id>.py, whose solve(env, obs)
+acts through env.step as an agent does (docs/osworld.md, "Reference solutions"); a task without one is
+evaluated after no action. With --actions FILE (a JSON object of task id -> list of pyautogui code
+strings, each sent with env.step) the scripted agent sends those instead, for the tasks the file names.
 Needs PYTHONPATH with pipelines/osworld and the harness (pipelines/setup.d/osworld-harness.sh); this
 script adds both when they are at their default places. Exit 0 when every runnable task was set up and
 evaluated without error, 1 otherwise, 2 usage.
 """
 import argparse
 import glob
+import importlib.util
 import json
+import math
 import os
 import re
 import shlex
@@ -40,6 +51,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "osworld" / "examples"
+SOLUTIONS = REPO / "pipelines" / "osworld" / "solutions"
+# The phases of a task timed in its record (<phase>_s) and summed up in the summary.
+PHASES = ("reset", "setup", "actions", "eval")
 HARNESS = Path(os.environ.get("DRUMS_OSWORLD_HARNESS", "/var/lib/drums/osworld-harness"))
 
 # What each domain's tasks start, as programs the image must hold (looked up in its /usr/bin).
@@ -60,6 +74,8 @@ PROGRAM_DIRS = ["usr/local/bin", "usr/bin", "bin", "usr/sbin", "sbin"]
 # Words of a shell command line that are no program of the image: bash's keywords, after which a command
 # starts, and its builtins, whose arguments are no commands.
 SHELL_KEYWORDS = {"!", "{", "}", "do", "done", "elif", "else", "fi", "if", "then", "time", "until", "while"}
+# What follows a command substitution inside a test (`[ "$(...)" = 1 ]`): operands and operators, no program.
+TEST_WORDS = {"=", "==", "!=", "]", "]]", "-eq", "-ne", "-gt", "-ge", "-lt", "-le"}
 SHELL_BUILTINS = {"[", "[[", ".", ":", "case", "cd", "echo", "eval", "exit", "export", "false", "for", "function", "local",
                   "printf", "read", "return", "set", "source", "test", "true", "unset"}
 # Programs that run the rest of their arguments as another command.
@@ -68,9 +84,34 @@ COMMAND_STEPS = {"execute", "command", "launch"}
 COMMAND_GETTERS = {"vm_command_line", "vm_command_error"}
 
 
+def unquote_substitutions(script):
+    """The script with the double quotes around each "$(...)" taken away (the parenthesis that closes it
+    found by counting; the rest unchanged)."""
+    out, i = [], 0
+    while True:
+        start = script.find('"$(', i)
+        if start < 0:
+            return "".join(out) + script[i:]
+        depth, j = 0, start + 1
+        while j < len(script):
+            depth += {"(": 1, ")": -1}.get(script[j], 0)
+            if depth == 0 and script[j] == ")":
+                break
+            j += 1
+        if j + 1 < len(script) and script[j + 1] == '"':
+            out.append(script[i:start] + script[start + 1:j + 1])
+            i = j + 2
+        else:
+            out.append(script[i:start + 1])
+            i = start + 1
+
+
 def shell_programs(script):
     """The programs a shell script starts, in order: the first word of each simple command (after variable
     assignments), also inside $(...) and after a wrapper such as sudo or timeout, without builtins."""
+    # A command substitution in double quotes ("$(...)") is a command line all the same: the quotes go, so
+    # that the words inside are read as words.
+    script = unquote_substitutions(script)
     text = script.replace("$(", " ; ").replace("`", " ; ").replace(")", " ; ").replace("\n", " ; ").replace("\r", " ")
     lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
     lex.whitespace_split = True
@@ -96,6 +137,9 @@ def shell_programs(script):
             if tok.replace(".", "").isdigit() or re.fullmatch(r"[0-9.]+[smhd]", tok):  # timeout's duration
                 continue
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tok) or tok in SHELL_KEYWORDS:
+            continue
+        if tok in TEST_WORDS:
+            at_start = False
             continue
         if tok in SHELL_BUILTINS:
             at_start, skip_wrapper_arg = False, None
@@ -145,6 +189,27 @@ def missing_programs(task, image_root):
     return [p for p in programs_run_by(task) if not any((Path(image_root) / d / p).exists() for d in PROGRAM_DIRS)]
 
 
+def solution(domain, task_id):
+    """The reference solution of a task: (its solve function, its path relative to the repository), or
+    (None, None) when it has none."""
+    path = SOLUTIONS / domain / f"{task_id[:8]}.py"
+    if not path.exists():
+        return None, None
+    if str(SOLUTIONS) not in sys.path:
+        sys.path.insert(0, str(SOLUTIONS))  # solutions import their means as `agent`
+    spec = importlib.util.spec_from_file_location(f"solution_{domain}_{task_id[:8]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.solve, str(path.relative_to(REPO))
+
+
+def percentiles(values):
+    """n, p50 and p95 (nearest rank) of a list of seconds; null figures when it is empty."""
+    v = sorted(values)
+    rank = lambda p: v[max(0, math.ceil(p * len(v)) - 1)]
+    return {"n": len(v), "p50": rank(0.5) if v else None, "p95": rank(0.95) if v else None}
+
+
 def task_files(args):
     out = []
     for a in args or [str(SHARED)]:
@@ -178,7 +243,8 @@ def main():
     ap.add_argument("tasks", nargs="*")
     ap.add_argument("--checkpoint", help="checkpoint record file or id (DesktopEnv's path_to_vm)")
     ap.add_argument("--agent", choices=["none", "scripted"], default="none")
-    ap.add_argument("--actions", help="scripted agent: JSON object task id -> list of pyautogui actions")
+    ap.add_argument("--actions", help="scripted agent: JSON object task id -> list of pyautogui actions (instead of "
+                    "the solutions in pipelines/osworld/solutions/)")
     ap.add_argument("--list", action="store_true", help="classify only: which tasks run here, and why not")
     ap.add_argument("--image-root", help="with --list: the root image to classify against (default: the checkpoint's, "
                     "else the default image's, $DRUMS_IMAGE_DIR/desktop/root)")
@@ -188,8 +254,8 @@ def main():
     # they run), so from here on descriptor 1 is stderr and the records keep the original stdout.
     records = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    if a.agent == "scripted" and not a.actions:
-        ap.error("--agent scripted needs --actions FILE")
+    if a.actions and a.agent != "scripted":
+        ap.error("--actions goes with --agent scripted")
     if not a.list and not a.checkpoint:
         ap.error("give --checkpoint (or --list)")
     image_root = None
@@ -212,14 +278,19 @@ def main():
         tasks.append((t, domain, classify(t, domain, image_root)))
     missing = {t["id"]: missing_programs(t, image_root) for t, _, _ in tasks}
     summary = {}
+    seconds = {phase: [] for phase in PHASES}
 
     def emit(rec):
-        d = summary.setdefault(rec["domain"], {"tasks": 0, "runnable": 0, "setup_ok": 0, "evaluated": 0, "score_0": 0})
+        d = summary.setdefault(rec["domain"], {"tasks": 0, "runnable": 0, "setup_ok": 0, "evaluated": 0, "score_0": 0, "score_1": 0})
         d["tasks"] += 1
         d["runnable"] += rec["runnable"]
         d["setup_ok"] += bool(rec.get("setup_ok"))
         d["evaluated"] += rec.get("score") is not None
         d["score_0"] += rec.get("score") == 0
+        d["score_1"] += rec.get("score") == 1
+        for phase in PHASES:
+            if rec.get(phase + "_s") is not None:
+                seconds[phase].append(rec[phase + "_s"])
         print(json.dumps(rec), file=records, flush=True)
 
     env = None
@@ -251,7 +322,8 @@ def main():
         for t, domain, reason in tasks:
             rec = {"type": "osworld_task", "id": t["id"], "domain": domain, "runnable": reason is None, "skip_reason": reason,
                    "programs": programs_run_by(t), "missing_programs": missing[t["id"]],
-                   "setup_ok": None, "reset_s": None, "take_s": None, "take_source": None, "setup_s": None, "eval_s": None,
+                   "setup_ok": None, "reset_s": None, "take_s": None, "take_source": None, "setup_s": None,
+                   "agent": a.agent, "solution": None, "actions_s": None, "agent_error": None, "eval_s": None,
                    "score": None, "error": None, "session": None}
             if reason is not None or a.list:
                 emit(rec)
@@ -259,7 +331,7 @@ def main():
             try:
                 takes, setups[:] = len(env.provider.takes), []
                 t0 = time.monotonic()
-                env.reset(task_config=t)
+                obs = env.reset(task_config=t)
                 rec["reset_s"] = round(time.monotonic() - t0, 3)
                 if len(env.provider.takes) > takes:
                     rec["take_s"], rec["take_source"] = env.provider.takes[-1]["seconds"], env.provider.takes[-1]["source"]
@@ -267,8 +339,21 @@ def main():
                 # The setup's tries: ok when the last one was.
                 rec["setup_ok"] = bool(setups) and bool(setups[-1][0])
                 rec["setup_s"] = round(sum(s for _, s in setups), 3) if setups else None
-                for act in actions.get(t["id"], []) if a.agent == "scripted" else []:
-                    env.step(act, pause=0.5)
+                if a.agent == "scripted":
+                    t0 = time.monotonic()
+                    if a.actions:
+                        for act in actions.get(t["id"], []):
+                            env.step(act, pause=0.5)
+                        ran = t["id"] in actions
+                    else:
+                        solve, rec["solution"] = solution(domain, t["id"])
+                        ran = solve is not None
+                        try:
+                            if solve is not None:
+                                solve(env, obs)
+                        except Exception as e:  # the agent gave up: what it did so far is evaluated
+                            rec["agent_error"] = f"{type(e).__name__}: {e}"[:2000]
+                    rec["actions_s"] = round(time.monotonic() - t0, 3) if ran else None
                 t0 = time.monotonic()
                 rec["score"] = env.evaluate()
                 rec["eval_s"] = round(time.monotonic() - t0, 3)
@@ -283,7 +368,8 @@ def main():
     finally:
         if env is not None:
             env.close()
-    print(json.dumps({"type": "osworld_summary", "agent": a.agent, "domains": summary}), file=records, flush=True)
+    print(json.dumps({"type": "osworld_summary", "agent": a.agent, "domains": summary,
+                      "seconds": {phase: percentiles(v) for phase, v in seconds.items()}}), file=records, flush=True)
     return 1 if failed else 0
 
 

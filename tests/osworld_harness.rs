@@ -34,9 +34,11 @@ fn harness_dir() -> PathBuf {
     dir
 }
 
-/// A file of the shared OSWorld tasks (`../shared/osworld` beside the project, see its README).
+/// A file of the shared OSWorld tasks (`../shared/osworld` beside the project, see its README; or under
+/// `$DRUMS_SHARED`, for a checkout elsewhere, such as a git worktree).
 fn shared_task(rel: &str) -> PathBuf {
-    let root = repo_root().parent().unwrap().join("shared/osworld");
+    let shared = std::env::var_os("DRUMS_SHARED").map(PathBuf::from).unwrap_or_else(|| repo_root().parent().unwrap().join("shared"));
+    let root = shared.join("osworld");
     let task = root.join(rel);
     assert!(task.exists(), "OSWorld's task files are not at {} (the project's shared/osworld)", root.display());
     task
@@ -450,6 +452,52 @@ print(json.dumps(out))
 
 /// OSWorld's DesktopEnv with the Drums provider and DRUMS_OSWORLD_VNC=view: the vnc_port it reports is
 /// where a VNC client (tests/rfb_client.rs) gets the session's screen, as its guest's /screenshot shows it.
+/// Reference solutions of four kinds (pipelines/osworld/solutions/): a terminal command (os/28cc3b7e, through
+/// Ctrl+Alt+T and PulseAudio), a control found in Chromium's accessibility tree (chrome/030eeff7), one in
+/// VLC's Qt preferences (vlc/f3977615) and an infeasible task answered with FAIL (os/b3d4a89c).
+const SOLVED: [&str; 4] = [
+    "examples/os/28cc3b7e-b194-4bc9-8353-d04c0f4d56d2.json",
+    "examples/chrome/030eeff7-b492-4218-b312-701ec99ee0cc.json",
+    "examples/vlc/f3977615-2b45-4ac5-8bba-80c17dbe2a37.json",
+    "examples/os/b3d4a89c-53f2-4d6b-8b6a-541fb5d205fa.json",
+];
+
+/// The osworld_task records of `osworld-run.py --agent AGENT` over `tasks` (each on a fresh restored sibling).
+fn run_tasks(agent: &str, ckpt_file: &Path, tasks: &[PathBuf], cache: &Path) -> Vec<Value> {
+    let o = Command::new(repo_root().join("pipelines/osworld-run.py"))
+        .args(["--agent", agent, "--checkpoint", ckpt_file.to_str().unwrap(), "--cache", cache.to_str().unwrap()])
+        .args(tasks)
+        .env("PATH", path_with_tools())
+        .env("PYTHONPATH", format!("{}:{}", repo_root().join("pipelines/osworld").display(), harness_dir().display()))
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    let records: Vec<Value> = out.lines().map(|l| decode::<Value>(l)).filter(|r| r["type"] == "osworld_task").collect();
+    assert_eq!(records.len(), tasks.len(), "osworld-run.py --agent {agent} gave {} task records: {out}\n{}", records.len(), text(&o.stderr));
+    records
+}
+
+/// The scripted agent solves them end to end through DesktopEnv (score 1), and the same tasks score 0 when
+/// no agent acts: the solutions do the work, not the setup.
+#[test]
+#[ignore = "needs the OSWorld image (pipelines/image.sh --name osworld ...), which the suite does not build"]
+fn reference_solutions_score_1_and_no_agent_scores_0_on_the_osworld_image() {
+    require_root();
+    let tasks: Vec<PathBuf> = SOLVED.iter().map(|t| shared_task(t)).collect();
+    let _ = harness_dir();
+    let _lock = session_lock();
+    let tmp = temp_dir("solutions");
+    let (ckpt_file, _ckpt, _remove) = checkpoint_on(&tmp.0, OSWORLD_IMAGE);
+    for (agent, want) in [("scripted", 1.0), ("none", 0.0)] {
+        for r in run_tasks(agent, &ckpt_file, &tasks, &tmp.0.join("cache")) {
+            assert_eq!(r["score"].as_f64(), Some(want), "agent {agent}, task {}/{}: {}", r["domain"], r["id"], json(&r));
+            if agent == "scripted" {
+                assert!(r["solution"].is_string() && r["agent_error"].is_null(), "the solution did not run to its end: {}", json(&r));
+            }
+        }
+    }
+}
+
 #[test]
 fn desktop_env_reports_a_vnc_port_where_a_vnc_client_gets_the_screen() {
     require_root();

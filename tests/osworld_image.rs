@@ -25,8 +25,11 @@ struct Listed {
     missing_programs: Option<Vec<String>>,
 }
 
+/// The shared OSWorld tasks: `../shared` beside the project, or `$DRUMS_SHARED` (a checkout elsewhere, such
+/// as a git worktree).
 fn shared_examples() -> PathBuf {
-    let root = repo_root().parent().unwrap().join("shared/osworld/examples");
+    let shared = std::env::var_os("DRUMS_SHARED").map(PathBuf::from).unwrap_or_else(|| repo_root().parent().unwrap().join("shared"));
+    let root = shared.join("osworld/examples");
     assert!(root.is_dir(), "OSWorld's task files are not at {} (the project's shared/osworld)", root.display());
     root
 }

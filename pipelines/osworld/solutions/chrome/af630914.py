@@ -1,0 +1,12 @@
+"""chrome/af630914: the largest default font size: Settings > Appearance > Font size, "Very large"."""
+import re
+
+from agent import Agent
+
+
+def solve(env, obs):
+    a = Agent(env)
+    a.browse("chrome://settings/appearance", re.compile("^Settings"))
+    a.click_wait("combo-box", "Font size")
+    a.click_wait("menu-item", " Very large ")
+    a.wait("menu-item", " Very large ", showing=False, pick=lambda n: n.state("selected"))

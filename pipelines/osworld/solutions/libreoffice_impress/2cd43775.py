@@ -1,0 +1,33 @@
+"""libreoffice_impress/2cd43775: AutoRecovery every 3 minutes: Tools > Options (Alt+F12), Load/Save >
+General, "Save AutoRecovery information every" on and 3 minutes, OK.
+
+The dialog is driven from the keyboard, its layout known (LibreOffice 7.4's Options tree and page): walking
+LibreOffice's accessibility tree while the Options dialog is open made LibreOffice 7.4 close its window
+(seen three times on this image), so the tree is read only before the dialog opens."""
+import re
+import time
+
+from agent import Agent
+
+
+def solve(env, obs):
+    a = Agent(env)
+    # Impress's first start shows its template chooser, then a tip of the day (OK has the focus).
+    a.wait("dialog", "Select a Template", app="soffice", timeout=90)
+    a.press("escape")
+    a.wait("dialog", re.compile("^Tip of the Day"), app="soffice")
+    a.press("enter")
+    a.wait("frame", re.compile("LibreOffice Impress$"), app="soffice", pick=lambda n: n.state("active"))
+    a.hotkey("alt", "f12")
+    time.sleep(3)
+    # The tree's focus is on LibreOffice > User Data: fold LibreOffice, go to Load/Save, unfold, General.
+    for key in ("home", "left", "down", "right", "down"):
+        a.press(key)
+    # The page's focus order: two Load check boxes, then AutoRecovery's check box and its minutes.
+    a.press("tab", 3)
+    a.press("space")
+    a.press("tab")
+    a.hotkey("ctrl", "a")
+    a.write("3")
+    a.press("tab")
+    a.press("enter")  # OK, the dialog's default button
