@@ -85,6 +85,9 @@ const RECORDS: &[Record] = &[
     Record { key: "image_verify", file: "lib/src/image.rs", ty: "Verified" },
     Record { key: "image_digest", file: "lib/src/image.rs", ty: "DigestReport" },
     Record { key: "image_prune", file: "lib/src/image.rs", ty: "PruneReport" },
+    Record { key: "checkpoint_check", file: "lib/src/record/bundle.rs", ty: "Check" },
+    Record { key: "checkpoint_bundle", file: "lib/src/record/bundle.rs", ty: "Bundle" },
+    Record { key: "checkpoint_export", file: "lib/src/record/bundle.rs", ty: "Export" },
 ];
 
 const TABLES: &[Table] = &[
@@ -113,6 +116,13 @@ const TABLES: &[Table] = &[
     Table { heading: "The ledger", table: 0, routes: &[("", "", "ledger", "")], tag: Some(("op", "")), prose: &["v"] },
     Table { heading: "The ledger", table: 1, routes: &[("", "", "ledger", "")], tag: Some(("kind", "res")), prose: &[] },
     Table { heading: "Sweep reports", table: 0, routes: &[("", "destroy.", "destroy", ""), ("", "sweep.", "sweep", "")], tag: None, prose: &[] },
+    Table {
+        heading: "Moving a checkpoint",
+        table: 0,
+        routes: &[("", "check.", "checkpoint_check", ""), ("", "bundle.", "checkpoint_bundle", ""), ("", "export.", "checkpoint_export", "")],
+        tag: None,
+        prose: &[],
+    },
     Table { heading: "Network status", table: 0, routes: &[("", "", "net_status", "")], tag: None, prose: &[] },
     Table { heading: "Connection audit log", table: 0, routes: &[("", "", "net_audit", "")], tag: None, prose: &[] },
     Table { heading: "VNC record", table: 0, routes: &[("", "", "vnc", "")], tag: None, prose: &[] },

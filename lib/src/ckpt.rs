@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+pub mod bundle;
+
 /// How many times a dump is tried before drums-ckpt gives up.
 pub const DUMP_ATTEMPTS: u32 = 4;
 
@@ -175,6 +177,12 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
             c.mapped = Some(m).filter(|m| !m.files.is_empty());
         } else {
             c.mapped_note = mapped_unusable.clone();
+        }
+        // The CPU the images were dumped on, as CRIU compares CPUs: a node the checkpoint moves to checks
+        // its own against it (`bundle::check`). Without it (CRIU could not describe this CPU) that check
+        // says it was not made, and the checkpoint is as usable here.
+        if let Err(e) = crate::criu::cpuinfo_dump(&partial) {
+            crate::cli::progress("drums-ckpt", &format!("no CPU description kept: {e}"));
         }
         // Layers given by path are part of what the processes see: the checkpoint keeps its own copy, so
         // changing them later does not change what a restore finds. (The runtime layer and the image

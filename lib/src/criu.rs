@@ -310,3 +310,32 @@ pub fn kill_stray_restores(state_dir: &std::path::Path) -> Vec<(i32, u64)> {
     }
     killed
 }
+
+/// The name `criu cpuinfo dump` gives the CPU description it writes.
+pub const CPUINFO_FILE: &str = "cpuinfo.img";
+
+/// Describe this node's CPU as CRIU compares CPUs (`criu cpuinfo dump`): `dir/cpuinfo.img`.
+pub fn cpuinfo_dump(dir: &std::path::Path) -> crate::Result<()> {
+    let mut cmd = std::process::Command::new(binary());
+    cmd.args(["cpuinfo", "dump", "-D"]).arg(dir);
+    let o = crate::proc::output_within(&mut cmd, None, timeout()).map_err(|e| crate::Error::env(format!("run CRIU ({}): {e}", binary().display())))?;
+    if !o.status.success() || !dir.join(CPUINFO_FILE).is_file() {
+        return Err(crate::Error::failed(format!("criu cpuinfo dump: {}", String::from_utf8_lossy(&o.stderr).trim())));
+    }
+    Ok(())
+}
+
+/// Whether this node's CPU offers what the CPU described by `dir/cpuinfo.img` did, as a restore needs it
+/// (`criu cpuinfo check`, CRIU's default --cpu-cap: the FPU and extended state the images hold):
+/// Err with CRIU's words when not.
+pub fn cpuinfo_check(dir: &std::path::Path) -> crate::Result<std::result::Result<(), String>> {
+    let mut cmd = std::process::Command::new(binary());
+    cmd.args(["cpuinfo", "check", "-D"]).arg(dir);
+    let o = crate::proc::output_within(&mut cmd, None, timeout()).map_err(|e| crate::Error::env(format!("run CRIU ({}): {e}", binary().display())))?;
+    if o.status.success() {
+        return Ok(Ok(()));
+    }
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).take(4).collect();
+    Ok(Err(lines.join(" | ")))
+}

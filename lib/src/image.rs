@@ -353,6 +353,19 @@ pub fn add_ref(dir: &Path, id: &str, checkpoint_dir: &Path) -> Result<()> {
     std::fs::write(&p, checkpoint_dir.as_os_str().as_encoded_bytes()).ctx("write", &p)
 }
 
+/// `add_ref` for a copy of a checkpoint arriving from another node (drums-ckpt import): a reference that
+/// already names a live copy of the same checkpoint elsewhere on this node is left, since that copy keeps
+/// the image in use too and is removed independently of this one.
+pub fn add_ref_keeping(dir: &Path, id: &str, checkpoint_dir: &Path) -> Result<()> {
+    if let Ok(b) = std::fs::read(dir.join(REFS_DIR).join(id)) {
+        let at = PathBuf::from(String::from_utf8_lossy(&b).into_owned());
+        if at != checkpoint_dir && at.join(crate::session_io::CHECKPOINT_FILE).is_file() {
+            return Ok(());
+        }
+    }
+    add_ref(dir, id, checkpoint_dir)
+}
+
 /// The references in `dir/refs` whose checkpoint is still there and still names `dir`.
 fn refs_in_use(dir: &Path) -> Vec<(String, PathBuf)> {
     let mut out = vec![];

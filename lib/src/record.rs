@@ -11,6 +11,7 @@ pub use crate::error::VERSION;
 mod ids;
 pub use ids::{check_checkpoint_id, check_id, check_session_id, now};
 pub mod boundary;
+pub mod bundle;
 pub mod cgroup;
 pub mod egress;
 pub mod layers;

@@ -8,12 +8,31 @@ use crate::error::{Error, Result};
 use crate::record::{check_checkpoint_id, check_hostname, check_mac, check_session_id, from_value, parse_line, Checkpoint, Namespaces, Net, Session, CHECKPOINT, MAX_WIPE_BYTES, SESSION};
 
 impl Checkpoint {
+    /// A checkpoint record of this node: every check of `parse_elsewhere`, and its directories are where
+    /// this node keeps checkpoint `id` (`$DRUMS_CHECKPOINT_DIR/<id>`, `$DRUMS_MAPPED_DIR/<id>`).
     pub fn parse(line: &str) -> Result<Checkpoint> {
-        let c: Checkpoint = from_value(parse_line(line, CHECKPOINT)?)?;
-        check_checkpoint_id(&c.id).map_err(|m| Error::bad_field("id", m))?;
+        let c = Checkpoint::parse_elsewhere(line)?;
         let expected = crate::state::checkpoint_root().join(&c.id);
         if c.dir != expected {
             return Err(Error::bad_field("dir", format!("{} is not {} (where checkpoint {} lives)", c.dir.display(), expected.display(), c.id)));
+        }
+        if let Some(m) = &c.mapped {
+            let expected = crate::mapped::mapped_root().join(&c.id);
+            if m.dir != expected {
+                return Err(Error::bad_field("mapped.dir", format!("{} is not {} (where checkpoint {}'s mapped files live)", m.dir.display(), expected.display(), c.id)));
+            }
+        }
+        Ok(c)
+    }
+
+    /// A checkpoint record as another node wrote it (drums-ckpt check, import): its directories are
+    /// named `<id>` under that node's roots, which may not be this node's; everything else is checked as
+    /// `parse` checks it.
+    pub fn parse_elsewhere(line: &str) -> Result<Checkpoint> {
+        let c: Checkpoint = from_value(parse_line(line, CHECKPOINT)?)?;
+        check_checkpoint_id(&c.id).map_err(|m| Error::bad_field("id", m))?;
+        if !c.dir.is_absolute() || c.dir.file_name().is_none_or(|n| *n != *c.id) {
+            return Err(Error::bad_field("dir", format!("{} is not an absolute path ending in the checkpoint's id {}", c.dir.display(), c.id)));
         }
         if c.images != c.dir.join("images") || c.layer != c.dir.join("layer") {
             return Err(Error::bad_field("images", "images and layer must be the checkpoint directory's images/ and layer/"));
@@ -43,9 +62,8 @@ impl Checkpoint {
         check_mac(&src.session_mac).map_err(|m| Error::bad_field("source.session_mac", m))?;
         src.desktop.validate("source.desktop", Some(&src.session_addr))?;
         if let Some(m) = &c.mapped {
-            let expected = crate::mapped::mapped_root().join(&c.id);
-            if m.dir != expected {
-                return Err(Error::bad_field("mapped.dir", format!("{} is not {} (where checkpoint {}'s mapped files live)", m.dir.display(), expected.display(), c.id)));
+            if !m.dir.is_absolute() || m.dir.file_name().is_none_or(|n| *n != *c.id) {
+                return Err(Error::bad_field("mapped.dir", format!("{} is not an absolute path ending in the checkpoint's id {}", m.dir.display(), c.id)));
             }
             let files_dir = crate::mapped::layer_of(&m.dir).join(crate::mapped::inside_dir(&c.id).strip_prefix("/").expect("absolute"));
             if let Some(bad) = m.files.iter().find(|f| f.path.parent() != Some(files_dir.as_path()) || !f.path.file_name().is_some_and(|n| n.to_str().is_some_and(|n| n.ends_with(".bin")))) {

@@ -57,7 +57,7 @@ class DrumsNode:
                 "mem_available_bytes": config.mem_available_bytes(),
                 "sessions": {"held": held, "taken": len(self.taken), "parked": {k: len(v) for k, v in self.parked.items()}, "inflight": self.inflight},
                 "pool_depth": dict(self.depth), "environments": self.environments(), "counts": dict(self.counts),
-                "kernel": os.uname().release, "criu": checkpoints.criu_version(),
+                "kernel": os.uname().release,
             }
 
     def environments(self):
@@ -253,35 +253,34 @@ class DrumsNode:
     # ---- checkpoints across nodes
 
     def export_checkpoint(self, env):
-        """The checkpoint packed for Ray's object store (checkpoints.pack)."""
-        return checkpoints.pack(self.checkpoint(env))
+        """The checkpoint as one bundle for Ray's object store (drums-ckpt export --out -)."""
+        return checkpoints.pack(self.checkpoint(env), self.env)
 
     def export_to_path(self, env, dest):
-        return checkpoints.export_to_path(self.checkpoint(env), dest)
+        """The checkpoint as a bundle file in DEST, a directory the other node sees."""
+        return checkpoints.export_to_path(self.checkpoint(env), dest, self.env)
 
     def remove_export(self, path):
-        """Remove a copy export_to_path made (a directory named by a checkpoint id, with its bundle.json)."""
-        import shutil
-        if os.path.basename(path.rstrip("/")).startswith("c-") and os.path.exists(os.path.join(path, "bundle.json")):
-            shutil.rmtree(path)
+        """Remove a bundle export_to_path wrote (a file named by a checkpoint id)."""
+        name = os.path.basename(path)
+        if name.startswith("c-") and name.endswith(".bundle") and os.path.isfile(path):
+            os.remove(path)
         return path
 
     def import_checkpoint(self, bundle):
+        """Install a bundle (bytes) under this node's roots (drums-ckpt import)."""
         t0 = time.monotonic()
-        rec = checkpoints.install(bundle["record"], bundle["manifest"], checkpoints.unpack_into(bundle),
-                                  self.cfg["checkpoint_dir"], self.cfg["mapped_dir"])
+        rec = checkpoints.install(bundle, self.env)
         return {"env": rec["id"], "node": self.cfg["node"], "dir": rec["dir"], "import_s": round(time.monotonic() - t0, 3)}
 
     def import_from_path(self, path):
         t0 = time.monotonic()
-        with open(os.path.join(path, "bundle.json")) as f:
-            b = json.load(f)
-        rec = checkpoints.install(b["record"], b["manifest"], checkpoints.copy_from(path), self.cfg["checkpoint_dir"], self.cfg["mapped_dir"])
+        rec = checkpoints.install(path, self.env)
         return {"env": rec["id"], "node": self.cfg["node"], "dir": rec["dir"], "import_s": round(time.monotonic() - t0, 3)}
 
     def restorable(self, record):
-        """Why this node could not restore a checkpoint record ([]: it could)."""
-        return checkpoints.why_not_restorable(record)
+        """Why this node could not restore a checkpoint record ([]: it could; drums-ckpt check)."""
+        return checkpoints.why_not_restorable(record, self.env)
 
     def remove_checkpoint(self, env):
         benchlib.remove_checkpoint(self.checkpoint(env))

@@ -1,15 +1,18 @@
 //! drums-ckpt's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS of
 //! man/drums-ckpt.1 from it without running the tool (README, "Adding a tool").
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use drums::cli;
 use std::path::PathBuf;
 
 /// Dump the session on stdin with CRIU into a checkpoint (images and a read-only layer under
 /// $DRUMS_CHECKPOINT_DIR) and print the checkpoint record. Without --leave-running the source session is
-/// destroyed after the dump.
+/// destroyed after the dump. The subcommands check whether this node can restore a checkpoint and move
+/// checkpoints between nodes.
 #[derive(Parser)]
-#[command(name = "drums-ckpt", version = cli::VERSION_TEXT)]
+#[command(name = "drums-ckpt", version = cli::VERSION_TEXT, args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
     /// Keep the source session running after the dump.
     #[arg(long)]
     pub leave_running: bool,
@@ -33,4 +36,37 @@ pub struct Args {
     /// Session records, one per line (default: stdin).
     #[arg(value_name = "RECORDS")]
     pub input: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Print whether this node can restore each checkpoint record on input (made here or on another
+    /// node): its root image and runtime layer by digest, CRIU's version, the kernel, the CPU. Exits 1
+    /// when one cannot be.
+    Check {
+        /// Checkpoint records, one per line (default: stdin).
+        #[arg(value_name = "RECORDS")]
+        input: Option<PathBuf>,
+    },
+    /// Write a checkpoint of this node as one bundle (a header line, then a tar stream of its files) for
+    /// drums-ckpt import on another node.
+    Export {
+        /// The checkpoint to export; default: the checkpoint record on input.
+        #[arg(long, value_name = "ID")]
+        checkpoint: Option<String>,
+        /// Where to write the bundle: a file (written as FILE.partial, then renamed; a record of it is
+        /// printed) or - for stdout (nothing else is printed there).
+        #[arg(long, value_name = "FILE|-")]
+        out: PathBuf,
+        /// A checkpoint record (default: stdin), when --checkpoint is not given.
+        #[arg(value_name = "RECORD")]
+        input: Option<PathBuf>,
+    },
+    /// Put the checkpoint of a bundle under this node's roots, after checking that this node can restore
+    /// it and that every file matches the sender's manifest; print its record as it is here.
+    Import {
+        /// The bundle (default: stdin).
+        #[arg(value_name = "BUNDLE")]
+        input: Option<PathBuf>,
+    },
 }
