@@ -200,7 +200,7 @@ pub(crate) fn rmdir_when_left(path: &Path) -> Result<()> {
         match std::fs::remove_dir(path) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < REMOVE_RETRY && all_leaving(path) => {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < crate::state::scaled(REMOVE_RETRY) && all_leaving(path) => {
                 std::thread::sleep(Duration::from_millis(10))
             }
             Err(e) => {

@@ -117,7 +117,7 @@ impl Backend for V2 {
         write_str(&f, if frozen { "1" } else { "0" })?;
         let ev = self.f("cgroup.events");
         let want = if frozen { 1 } else { 0 };
-        wait_until(&format!("wait for `frozen {want}`"), &ev, super::FREEZE_TIMEOUT, || {
+        wait_until(&format!("wait for `frozen {want}`"), &ev, crate::state::scaled(super::FREEZE_TIMEOUT), || {
             Ok(read_keyed(&ev, "frozen").map_err(Error::failed)? == want)
         })
     }

@@ -1,0 +1,179 @@
+#!/bin/bash
+# The whole life of Drums' sessions on a cgroup-v2-only kernel: the guest's PID 1 under pipelines/v2-guest.sh
+# (whose root is the host's / read-only under a tmpfs overlay), run by tests/v2_host_qemu.rs, which parses
+# the `DRUMS-V2 <step> <key> <value...>` lines this prints on the console. Runs the tools of the worktree it
+# sits in (target/release), the host's CRIU and root image, and in this order: a cold session, its checkpoint,
+# two restored siblings (reseeded, ready, limits read back from the v2 files), the siblings destroyed, a
+# pool filled and taken from, a filler SIGKILLed while it restores, the sweep of its orphan, the pool drained,
+# then a census of what is left (cgroups under drums/, mounts, ledgers, links) that must be empty.
+# Arguments: none. Environment (optional): DRUMS_V2_SCALE, the factor for the tools' timeouts
+# (DRUMS_TIMEOUT_SCALE, default 20: emulated CPUs are slow), DRUMS_V2_SYSTEMD=1 to run under systemd
+# (not done by default).
+set -u
+exec 2>&1
+here=$(cd "$(dirname "$0")/../.." && pwd)
+say() { echo "DRUMS-V2 $*"; }
+now() { cut -d' ' -f1 /proc/uptime; }
+off() {
+  say guest done "$(now)"
+  sync
+  echo o > /proc/sysrq-trigger
+  sleep 60
+}
+trap off EXIT
+
+# ---- the guest's own mounts: nothing of the host's state, cgroup2 alone ----
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mkdir -p /dev/pts /dev/shm
+mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+mount -t tmpfs -o mode=755 tmpfs /run
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mkdir -p /sys/fs/cgroup
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+# The kernel's modules (the host has none of this kernel's): autoloaded through busybox's modprobe.
+kver=$(uname -r)
+mkdir -p "/lib/modules/$kver"
+mount --bind "$DRUMS_GUEST_MODULES" "/lib/modules/$kver"
+ln -s "$(command -v busybox)" /run/modprobe
+echo /run/modprobe > /proc/sys/kernel/modprobe
+# Drums' persistent state: a tmpfs, with the host's root images read-only straight from 9p.
+mount -t tmpfs -o mode=755 tmpfs /var/lib/drums
+mkdir -m 700 /var/lib/drums/images
+mount --bind /mnt/drums-host/var/lib/drums/images /var/lib/drums/images
+mount -o remount,bind,ro /var/lib/drums/images
+ip link set lo up
+hostname drums-v2-guest
+[ -f /etc/sysctl.d/60-drums.conf ] && sysctl -q -p /etc/sysctl.d/60-drums.conf
+
+export PATH="$here/target/release:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root
+export DRUMS_TIMEOUT_SCALE=${DRUMS_V2_SCALE:-20}
+export DRUMS_OWNER=$$ DRUMS_CRIU_TIMEOUT=$((60 * DRUMS_TIMEOUT_SCALE))
+ready_timeout=$((30 * DRUMS_TIMEOUT_SCALE))s
+export DRUMS_READY_ARGS="--timeout $ready_timeout"
+work=/tmp/v2
+mkdir -p $work
+cg=/sys/fs/cgroup
+
+say guest booted "$(now)"
+say guest kernel "$(uname -r)"
+say guest cmdline "$(cat /proc/cmdline)"
+say guest v1_mounts "$(awk '$3 == "cgroup"' /proc/mounts | wc -l)"
+say guest controllers "$(cat $cg/cgroup.controllers)"
+say guest subtree_control_before "[$(cat $cg/cgroup.subtree_control)]"
+say guest criu "$(criu --version 2>/dev/null | head -n1 || /opt/drums/criu/bin/criu --version | head -n1)"
+say guest tools "$(command -v drums-ns)"
+
+# elapsed START: seconds since START (guest uptime), 3 decimals.
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+# limits STEP ID: the session's limits as the v2 files say, and where its processes are.
+limits() {
+  local d=$cg/drums/$2
+  if [ -d "$d" ]; then
+    say "$1" limits "$2 memory.max=$(cat $d/memory.max) memory.swap.max=$(cat $d/memory.swap.max 2>/dev/null || echo absent) pids.max=$(cat $d/pids.max) cpu.max=$(cat $d/cpu.max | tr ' ' /) procs=$(wc -l < $d/cgroup.procs) frozen=$(awk '/^frozen/ {print $2}' $d/cgroup.events)"
+  else
+    say "$1" limits "$2 absent"
+  fi
+}
+fail() { say "$1" error "$2"; [ -f "$work/$1.err" ] && sed "s/^/DRUMS-V2 $1 stderr /" "$work/$1.err" | tail -n 30; }
+
+# ---- cold ----
+t=$(now)
+if "$here/pipelines/cold.sh" > $work/cold.json 2> $work/cold.err; then
+  say cold wall_s "$(elapsed "$t")"
+  id=$(jq -r .id $work/cold.json)
+  say cold record "$(jq -c '{id, ready: .ready.ready, ready_s: .ready.ready_s, cgroup: .cgroup.version, read_back: .cgroup.read_back}' $work/cold.json)"
+  limits cold "$id"
+  say cold parent_subtree_control "[$(cat $cg/drums/cgroup.subtree_control)]"
+  say cold root_subtree_control "[$(cat $cg/cgroup.subtree_control)]"
+  say cold parent_procs "$(cat $cg/drums/cgroup.procs | wc -l)"
+else
+  fail cold "pipelines/cold.sh exited $?"
+  exit 1
+fi
+
+# ---- checkpoint ----
+t=$(now)
+if drums-ckpt --clean < $work/cold.json > $work/ckpt.json 2> $work/ckpt.err; then
+  say ckpt wall_s "$(elapsed "$t")"
+  say ckpt record "$(jq -c '{id, image_bytes, dump_s, criu_options}' $work/ckpt.json)"
+  ckpt=$(jq -r .id $work/ckpt.json)
+  say ckpt source_cgroup_left "$([ -d $cg/drums/$id ] && echo yes || echo no)"
+else
+  fail ckpt "drums-ckpt exited $?"
+  exit 1
+fi
+
+# ---- two siblings ----
+t=$(now)
+if "$here/pipelines/restore.sh" --count 2 < $work/ckpt.json > $work/siblings.json 2> $work/restore.err; then
+  say restore wall_s "$(elapsed "$t")"
+  n=0
+  while IFS= read -r rec; do
+    n=$((n + 1))
+    sid=$(jq -r .id <<< "$rec")
+    say restore sibling "$(jq -c '{id, hostname: .ns.hostname, mac: .net.session_mac, ready: .ready.ready, restore_s: .restore.times.total_s, reseed_s: .reseed.total_s, criu: .restore.criu_options, read_back: .cgroup.read_back, cgroup: .cgroup.paths}' <<< "$rec")"
+    limits restore "$sid"
+  done < $work/siblings.json
+  say restore count "$n"
+  if drums-audit < $work/siblings.json > $work/audit.json 2> $work/audit.err; then
+    say audit ok "$(jq -c -s 'map({id: .id, ok: (.audit.ok // .ok // null)})' $work/audit.json 2>/dev/null | head -c 400)"
+  else
+    fail audit "drums-audit exited $?"
+  fi
+else
+  fail restore "pipelines/restore.sh exited $?"
+fi
+t=$(now)
+[ -s $work/siblings.json ] && { drums-sweep < $work/siblings.json > $work/sweep1.json 2> $work/sweep1.err || fail sweep1 "drums-sweep exited $?"; }
+say sweep1 wall_s "$(elapsed "$t")"
+say sweep1 left "$(find $cg/drums -mindepth 1 -type d | wc -l)"
+
+# ---- a pool: fill one, take it ----
+t=$(now)
+if drums-pool fill --checkpoint "$ckpt" --depth 1 > $work/fill.json 2> $work/fill.err; then
+  say fill wall_s "$(elapsed "$t")"
+  say fill records "$(jq -c '{record, id, session: (.session // .id), parked: .parked}' $work/fill.json | tr '\n' ' ')"
+  for d in $cg/drums/*/; do limits fill "$(basename "$d")"; done
+else
+  fail fill "drums-pool fill exited $?"
+fi
+t=$(now)
+if drums-pool take --checkpoint "$ckpt" --ready-timeout "$ready_timeout" > $work/take.json 2> $work/take.err; then
+  say take wall_s "$(elapsed "$t")"
+  tid=$(jq -r .id $work/take.json)
+  say take record "$(jq -c '{id, ready: .ready.ready, pool: .pool}' $work/take.json)"
+  limits take "$tid"
+  drums-sweep < $work/take.json > /dev/null 2> $work/sweep2.err || fail sweep2 "drums-sweep exited $?"
+else
+  fail take "drums-pool take exited $?"
+fi
+
+# ---- a filler SIGKILLed while it restores ----
+before=$(find $cg/drums -mindepth 1 -maxdepth 1 -type d | wc -l)
+drums-pool fill --checkpoint "$ckpt" --depth 1 > $work/fill2.json 2> $work/fill2.err &
+filler=$!
+t=$(now)
+# Once its sibling's cgroup exists CRIU is about to run or running: kill then.
+while kill -0 $filler 2>/dev/null && [ "$(find $cg/drums -mindepth 1 -maxdepth 1 -type d | wc -l)" -le "$before" ]; do sleep 0.2; done
+sleep 2
+kill -9 $filler 2>/dev/null && say kill filler_killed_after_s "$(elapsed "$t")" || say kill error "the filler had already exited"
+wait $filler 2>/dev/null
+say kill cgroups_left "$(find $cg/drums -mindepth 1 -maxdepth 1 -type d -printf '%f,' )"
+for d in $cg/drums/*/; do [ -d "$d" ] && limits kill "$(basename "$d")"; done
+t=$(now)
+drums-sweep --orphans --older-than 0s > $work/orphans.json 2> $work/orphans.err || fail orphans "drums-sweep --orphans exited $?"
+say orphans wall_s "$(elapsed "$t")"
+say orphans records "$(jq -c '{id: (.id // .session), action: (.action // .status // null)}' $work/orphans.json 2>/dev/null | tr '\n' ' ')"
+drums-pool drain --checkpoint "$ckpt" > $work/drain.json 2> $work/drain.err || fail drain "drums-pool drain exited $?"
+drums-sweep --orphans --older-than 0s > /dev/null 2>> $work/orphans.err || true
+
+# ---- nothing left ----
+rm -rf "$(jq -r .dir $work/ckpt.json)"
+say census cgroups "[$(find $cg/drums -mindepth 1 -type d -printf '%P ' 2>/dev/null)]"
+say census mounts "[$(awk '$2 ~ /^\/run\/drums|^\/var\/lib\/drums\/(checkpoints|layers|mapped)/ {printf "%s ", $2}' /proc/mounts)]"
+say census ledgers "[$(find /run/drums/sessions -mindepth 1 -maxdepth 1 2>/dev/null -printf '%f ')]"
+say census links "[$(ip -o link show | awk -F': ' '$2 ~ /^drums/ {printf "%s ", $2}')]"
+say census processes "[$(ps -eo pid=,comm= | awk '$2 ~ /^(Xvfb|chromium|openbox|criu|drums-)/ {printf "%s:%s ", $1, $2}')]"
+say census subtree_control_after "[$(cat $cg/cgroup.subtree_control)]"
