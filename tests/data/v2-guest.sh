@@ -38,11 +38,11 @@ mkdir -p "/lib/modules/$kver"
 mount --bind "$DRUMS_GUEST_MODULES" "/lib/modules/$kver"
 ln -s "$(command -v busybox)" /run/modprobe
 echo /run/modprobe > /proc/sys/kernel/modprobe
-# Drums' persistent state: a tmpfs, with the host's root images read-only straight from 9p.
+# Drums' persistent state: a tmpfs, with the host's root images as an overlay's lower layer (the tools
+# write their lock file there; a session's overlay over it is the second and last level overlayfs allows).
 mount -t tmpfs -o mode=755 tmpfs /var/lib/drums
-mkdir -m 700 /var/lib/drums/images
-mount --bind /mnt/drums-host/var/lib/drums/images /var/lib/drums/images
-mount -o remount,bind,ro /var/lib/drums/images
+mkdir -p -m 700 /var/lib/drums/images /var/lib/drums/.images/u /var/lib/drums/.images/w
+mount -t overlay -o lowerdir=/mnt/drums-host/var/lib/drums/images,upperdir=/var/lib/drums/.images/u,workdir=/var/lib/drums/.images/w overlay /var/lib/drums/images
 ip link set lo up
 hostname drums-v2-guest
 [ -f /etc/sysctl.d/60-drums.conf ] && sysctl -q -p /etc/sysctl.d/60-drums.conf
@@ -62,7 +62,7 @@ say guest cmdline "$(cat /proc/cmdline)"
 say guest v1_mounts "$(awk '$3 == "cgroup"' /proc/mounts | wc -l)"
 say guest controllers "$(cat $cg/cgroup.controllers)"
 say guest subtree_control_before "[$(cat $cg/cgroup.subtree_control)]"
-say guest criu "$(criu --version 2>/dev/null | head -n1 || /opt/drums/criu/bin/criu --version | head -n1)"
+say guest criu "$(/opt/drums/criu/bin/criu --version | head -n1)"
 say guest tools "$(command -v drums-ns)"
 
 # elapsed START: seconds since START (guest uptime), 3 decimals.
@@ -118,7 +118,7 @@ if "$here/pipelines/restore.sh" --count 2 < $work/ckpt.json > $work/siblings.jso
   done < $work/siblings.json
   say restore count "$n"
   if drums-audit < $work/siblings.json > $work/audit.json 2> $work/audit.err; then
-    say audit ok "$(jq -c -s 'map({id: .id, ok: (.audit.ok // .ok // null)})' $work/audit.json 2>/dev/null | head -c 400)"
+    say audit ok "$(jq -c '{rule, complete, sessions: (.sessions | length)}' $work/audit.json 2>/dev/null)"
   else
     fail audit "drums-audit exited $?"
   fi
@@ -165,7 +165,7 @@ for d in $cg/drums/*/; do [ -d "$d" ] && limits kill "$(basename "$d")"; done
 t=$(now)
 drums-sweep --orphans --older-than 0s > $work/orphans.json 2> $work/orphans.err || fail orphans "drums-sweep --orphans exited $?"
 say orphans wall_s "$(elapsed "$t")"
-say orphans records "$(jq -c '{id: (.id // .session), action: (.action // .status // null)}' $work/orphans.json 2>/dev/null | tr '\n' ' ')"
+say orphans report "$(jq -c '.sweep | {sessions: [.sessions[]? | {session, verdict}], destroyed: [.destroyed[]? | .destroy.session], removed: [.unledgered.removed[]? | {kind, name}], left}' $work/orphans.json 2>/dev/null | tr '\n' ' ')"
 drums-pool drain --checkpoint "$ckpt" > $work/drain.json 2> $work/drain.err || fail drain "drums-pool drain exited $?"
 drums-sweep --orphans --older-than 0s > /dev/null 2>> $work/orphans.err || true
 

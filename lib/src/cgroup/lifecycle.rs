@@ -28,7 +28,7 @@ pub fn create(session: &mut Session, limits: &Limits) -> Result<()> {
         return Err(Error::bad_field(SECTION, "the session already has cgroups (drums-cgroup remove first)"));
     }
     let layout = detect::layout()?;
-    let (b, proc_paths) = backend_for_new(&layout, &session.id);
+    let (b, proc_paths) = backend_for_new(&layout, &session.id)?;
     let ledger = Ledger::open(&session.state_dir)?;
     let mut ledgered: Vec<PathBuf> = Vec::new();
     let result = (|| -> Result<Section> {
