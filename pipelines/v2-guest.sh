@@ -4,10 +4,13 @@
 # The guest therefore runs the host's very tools, CRIU and root images, on a kernel with cgroup v1 switched
 # off (cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1): the way most users' hosts boot.
 #
-#   pipelines/v2-guest.sh [--mem MIB] [--smp N] [--timeout S] SCRIPT [ARGS...]
+#   pipelines/v2-guest.sh [--mem MIB] [--smp N] [--timeout S] [--systemd] SCRIPT [ARGS...]
 #
 # SCRIPT is a path on this host; it runs as the guest's PID 1 (after the initramfs switched root), its output
-# on this script's stdout (the guest's serial console), and the guest powers off when it returns. The guest
+# on this script's stdout (the guest's serial console), and the guest powers off when it returns.
+# With --systemd, the host's systemd is PID 1 instead and runs SCRIPT as a service (DRUMS_GUEST_SYSTEMD=1 in
+# its environment) beside pipelines/drums-cgroups.service, the subtree it delegates to Drums; nothing else
+# of the host's units is started (systemd.unit=drums-v2.target, no default dependencies). The guest
 # sees / as the host's / at the moment it reads it (9p, cache=loose), /var/lib/drums/images read-only, and a
 # fresh tmpfs on /run, /tmp and /var/lib/drums (the host's state never reaches it, and nothing it writes
 # reaches the host). Its kernel and modules come from pipelines/setup.d/qemu-kernel.sh ($DRUMS_QEMU_CACHE).
@@ -15,12 +18,13 @@
 # Needs: qemu-system-x86 (with virtfs), busybox-static, cpio.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-mem=4096 smp=2 timeout=3600
+mem=4096 smp=2 timeout=3600 systemd=0
 while [ $# -gt 0 ]; do
   case $1 in
     --mem) mem=$2; shift 2 ;;
     --smp) smp=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
+    --systemd) systemd=1; shift ;;
     --) shift; break ;;
     -*) echo "{\"drums\":1,\"error\":\"usage\",\"message\":\"unknown option $1\"}" >&2; exit 2 ;;
     *) break ;;
@@ -53,6 +57,8 @@ done
   printf '#!/bin/busybox sh\n'
   printf 'export DRUMS_GUEST_SCRIPT=%q DRUMS_GUEST_MODULES=%q\n' "$script" "$moddir"
   printf 'mods=%q\n' "$mods"
+  printf 'systemd=%q\n' "$systemd"
+  printf 'export DRUMS_GUEST_UNIT=%q\n' "$here/pipelines/drums-cgroups.service"
   printf 'set --'; for a in "$@"; do printf ' %q' "$a"; done; printf '\n'
   cat <<'INIT'
 /bin/busybox --install -s /bin
@@ -71,7 +77,17 @@ mkdir -p /newroot/mnt/drums-host
 mount --move /lower /newroot/mnt/drums-host
 umount /proc /sys
 mount --move /dev /newroot/dev
-echo "DRUMS-GUEST stage1 done $(cut -d' ' -f1 /newroot/proc/uptime 2>/dev/null)"
+echo "DRUMS-GUEST stage1 done"
+if [ "$systemd" = 1 ]; then
+  u=/newroot/etc/systemd/system
+  mkdir -p $u
+  cp "/newroot$DRUMS_GUEST_UNIT" $u/drums-cgroups.service
+  mkdir -p $u/drums-cgroups.service.d
+  printf '[Unit]\nDefaultDependencies=no\n' > $u/drums-cgroups.service.d/nodeps.conf
+  printf '[Unit]\nDescription=Drums v2 guest\nDefaultDependencies=no\nRequires=drums-cgroups.service drums-v2-guest.service\n' > $u/drums-v2.target
+  printf '[Unit]\nDefaultDependencies=no\nAfter=drums-cgroups.service\nRequires=drums-cgroups.service\n[Service]\nType=oneshot\nEnvironment=DRUMS_GUEST_SYSTEMD=1 DRUMS_GUEST_MODULES=%s\nExecStart=/bin/bash %s\nStandardOutput=tty\nStandardError=tty\nTTYPath=/dev/ttyS0\nTimeoutStartSec=infinity\n' "$DRUMS_GUEST_MODULES" "$DRUMS_GUEST_SCRIPT" > $u/drums-v2-guest.service
+  exec switch_root /newroot /lib/systemd/systemd systemd.unit=drums-v2.target
+fi
 exec switch_root /newroot /bin/bash "$DRUMS_GUEST_SCRIPT" "$@"
 INIT
 } > "$root/init"

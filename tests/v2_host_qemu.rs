@@ -68,8 +68,22 @@ fn check_limits(line: &str, what: &str) {
 }
 
 #[test]
-#[ignore = "about 15 min under QEMU TCG: cargo test --release -p drums-tests --test v2_host_qemu -- --ignored"]
+#[ignore = "about 7 min under QEMU TCG: cargo test --release -p drums-tests --test v2_host_qemu -- --ignored"]
 fn session_life_on_a_cgroup_v2_only_guest() {
+    session_life(false);
+}
+
+/// The same life with the host's systemd as the guest's PID 1: Drums' cgroups must all be made in the
+/// subtree pipelines/drums-cgroups.service delegates (Delegate=cpu memory pids), nothing at the root.
+#[test]
+#[ignore = "about 7 min under QEMU TCG: cargo test --release -p drums-tests --test v2_host_qemu -- --ignored"]
+fn session_life_under_systemd_in_its_delegated_subtree() {
+    session_life(true);
+}
+
+fn session_life(systemd: bool) {
+    // The cgroup (below the mount) Drums' `drums` parent must be made in.
+    let base = if systemd { "/system.slice/drums-cgroups.service" } else { "" };
     for t in ["drums-ns", "drums-ckpt", "drums-restore", "drums-pool", "drums-sweep", "drums-cgroup"] {
         assert!(tool(t).exists(), "{} missing: cargo build --release first", tool(t).display());
     }
@@ -78,6 +92,7 @@ fn session_life_on_a_cgroup_v2_only_guest() {
     let o = Command::new("bash")
         .arg(repo_root().join("pipelines/v2-guest.sh"))
         .args(["--mem", "12288", "--smp", "2", "--timeout", "2700"])
+        .args(if systemd { &["--systemd"][..] } else { &[][..] })
         .arg(repo_root().join("tests/data/v2-guest.sh"))
         .stdin(Stdio::null())
         .output()
@@ -93,7 +108,11 @@ fn session_life_on_a_cgroup_v2_only_guest() {
     // The guest really is v2 only, and nothing passed controllers down before Drums did.
     assert_eq!(g.one("guest", "v1_mounts"), "0", "a cgroup v1 hierarchy is mounted in the guest");
     assert!(g.one("guest", "cmdline").contains("cgroup_no_v1=all"));
-    assert_eq!(g.one("guest", "subtree_control_before"), "[]");
+    assert_eq!(g.one("guest", "pid1"), if systemd { "systemd" } else { "bash" });
+    assert_eq!(g.one("guest", "base"), base);
+    if !systemd {
+        assert_eq!(g.one("guest", "subtree_control_before"), "[]");
+    }
 
     // Cold: ready, in its own v2 cgroup with the default limits, read back by the tool and by the test.
     let cold: serde_json::Value = serde_json::from_str(g.one("cold", "record")).expect("cold record");
@@ -110,7 +129,7 @@ fn session_life_on_a_cgroup_v2_only_guest() {
     let ck: serde_json::Value = serde_json::from_str(g.one("ckpt", "record")).expect("checkpoint record");
     let opts: Vec<&str> = ck["criu_options"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
     let fc = opts.iter().position(|o| *o == "--freeze-cgroup").expect("the dump froze through the session's cgroup");
-    assert!(opts[fc + 1].starts_with("/sys/fs/cgroup/drums/d-"), "--freeze-cgroup {}", opts[fc + 1]);
+    assert!(opts[fc + 1].starts_with(&format!("/sys/fs/cgroup{base}/drums/d-")), "--freeze-cgroup {}", opts[fc + 1]);
     assert_eq!(g.one("ckpt", "source_cgroup_left"), "no");
 
     // Two siblings: distinct, ready, each in its own cgroup (--cgroup-root /drums/<sibling>) with the limits.
@@ -123,7 +142,7 @@ fn session_life_on_a_cgroup_v2_only_guest() {
         assert!(l.starts_with(id), "{l}");
         check_limits(l, id);
         let criu = s["criu"].as_array().map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(" ")).unwrap_or_default();
-        assert!(criu.contains(&format!("--cgroup-root /drums/{id}")), "sibling {id} restored with `{criu}`");
+        assert!(criu.contains(&format!("--cgroup-root {base}/drums/{id}")), "sibling {id} restored with `{criu}`");
     }
     assert_ne!(sibs[0]["hostname"], sibs[1]["hostname"]);
     assert_ne!(sibs[0]["mac"], sibs[1]["mac"]);
@@ -152,7 +171,7 @@ fn session_life_on_a_cgroup_v2_only_guest() {
     assert!(orphans.contains(&format!("\"session\":\"{half}\"")), "the sweep did not destroy the killed filler's sibling {half}: {orphans}");
 
     // Nothing left.
-    for k in ["cgroups", "mounts", "ledgers", "links", "processes"] {
+    for k in ["cgroups", "mounts", "ledgers", "links", "processes", "drums_dirs_outside_base"] {
         assert_eq!(g.one("census", k), "[]", "left in the guest: {k}");
     }
 
@@ -160,8 +179,9 @@ fn session_life_on_a_cgroup_v2_only_guest() {
     let restore_s = g.secs("restore", "wall_s");
     let take_s = g.secs("take", "wall_s");
     eprintln!(
-        "v2 guest (TCG, 2 vCPU): cold {cold_s:.1} s, checkpoint {:.1} s, 2 siblings restored+reseeded+ready {restore_s:.1} s ({:.2} of cold per sibling), \
+        "v2 guest (TCG, 2 vCPU{}): cold {cold_s:.1} s, checkpoint {:.1} s, 2 siblings restored+reseeded+ready {restore_s:.1} s ({:.2} of cold per sibling), \
          pool fill 1 {:.1} s, take {take_s:.2} s ({:.3} of cold); whole run {wall:.0} s wall (n=1 each, guest uptime clock)",
+        if systemd { ", systemd" } else { "" },
         g.secs("ckpt", "wall_s"),
         restore_s / 2.0 / cold_s,
         g.secs("fill", "wall_s"),

@@ -7,8 +7,9 @@
 # pool filled and taken from, a filler SIGKILLed while it restores, the sweep of its orphan, the pool drained,
 # then a census of what is left (cgroups under drums/, mounts, ledgers, links) that must be empty.
 # Arguments: none. Environment (optional): DRUMS_V2_SCALE, the factor for the tools' timeouts
-# (DRUMS_TIMEOUT_SCALE, default 20: emulated CPUs are slow), DRUMS_V2_SYSTEMD=1 to run under systemd
-# (not done by default).
+# (DRUMS_TIMEOUT_SCALE, default 20: emulated CPUs are slow). Under `pipelines/v2-guest.sh --systemd`
+# (DRUMS_GUEST_SYSTEMD=1) systemd is PID 1 and has mounted /proc, /sys, /dev, /run and the cgroup2 tree,
+# and Drums' cgroups must land in drums-cgroups.service's delegated subtree, nothing at the tree's root.
 set -u
 exec 2>&1
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,15 +24,17 @@ off() {
 trap off EXIT
 
 # ---- the guest's own mounts: nothing of the host's state, cgroup2 alone ----
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
+# (Under systemd, what it mounted is kept: a new /run would hide its own.)
+mounted() { awk -v m="$1" '$2 == m {f=1} END {exit !f}' /proc/mounts 2>/dev/null; }
+mounted /proc || mount -t proc proc /proc
+mounted /sys || mount -t sysfs sysfs /sys
 mkdir -p /dev/pts /dev/shm
-mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
-mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-mount -t tmpfs -o mode=755 tmpfs /run
+mounted /dev/pts || mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
+mounted /dev/shm || mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+mounted /run || mount -t tmpfs -o mode=755 tmpfs /run
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mkdir -p /sys/fs/cgroup
-mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mounted /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 # The kernel's modules (the host has none of this kernel's): autoloaded through busybox's modprobe.
 kver=$(uname -r)
 mkdir -p "/lib/modules/$kver"
@@ -55,6 +58,15 @@ export DRUMS_READY_ARGS="--timeout $ready_timeout"
 work=/tmp/v2
 mkdir -p $work
 cg=/sys/fs/cgroup
+# Where Drums' `drums` parent must appear: the root without systemd, the delegated unit's cgroup with it.
+base=$cg
+if [ "${DRUMS_GUEST_SYSTEMD:-0}" = 1 ]; then
+  base=$cg/system.slice/drums-cgroups.service
+  # The unit's process moves itself into keeper/ just after it starts; until then the unit's cgroup has a
+  # process and cannot pass controllers down.
+  for _ in $(seq 300); do [ -d $base/keeper ] && [ -z "$(cat $base/cgroup.procs)" ] && break; sleep 0.1; done
+fi
+cgd=$base/drums
 
 say guest booted "$(now)"
 say guest kernel "$(uname -r)"
@@ -62,6 +74,9 @@ say guest cmdline "$(cat /proc/cmdline)"
 say guest v1_mounts "$(awk '$3 == "cgroup"' /proc/mounts | wc -l)"
 say guest controllers "$(cat $cg/cgroup.controllers)"
 say guest subtree_control_before "[$(cat $cg/cgroup.subtree_control)]"
+say guest pid1 "$(cat /proc/1/comm)"
+say guest base "${base#$cg}"
+say guest base_controllers "[$(cat $base/cgroup.controllers)]"
 say guest criu "$(/opt/drums/criu/bin/criu --version | head -n1)"
 say guest tools "$(command -v drums-ns)"
 
@@ -69,7 +84,7 @@ say guest tools "$(command -v drums-ns)"
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 # limits STEP ID: the session's limits as the v2 files say, and where its processes are.
 limits() {
-  local d=$cg/drums/$2
+  local d=$cgd/$2
   if [ -d "$d" ]; then
     say "$1" limits "$2 memory.max=$(cat $d/memory.max) memory.swap.max=$(cat $d/memory.swap.max 2>/dev/null || echo absent) pids.max=$(cat $d/pids.max) cpu.max=$(cat $d/cpu.max | tr ' ' /) procs=$(wc -l < $d/cgroup.procs) frozen=$(awk '/^frozen/ {print $2}' $d/cgroup.events)"
   else
@@ -85,9 +100,9 @@ if "$here/pipelines/cold.sh" > $work/cold.json 2> $work/cold.err; then
   id=$(jq -r .id $work/cold.json)
   say cold record "$(jq -c '{id, ready: .ready.ready, ready_s: .ready.ready_s, cgroup: .cgroup.version, read_back: .cgroup.read_back}' $work/cold.json)"
   limits cold "$id"
-  say cold parent_subtree_control "[$(cat $cg/drums/cgroup.subtree_control)]"
+  say cold parent_subtree_control "[$(cat $cgd/cgroup.subtree_control)]"
   say cold root_subtree_control "[$(cat $cg/cgroup.subtree_control)]"
-  say cold parent_procs "$(cat $cg/drums/cgroup.procs | wc -l)"
+  say cold parent_procs "$(cat $cgd/cgroup.procs | wc -l)"
 else
   fail cold "pipelines/cold.sh exited $?"
   exit 1
@@ -99,7 +114,7 @@ if drums-ckpt --clean < $work/cold.json > $work/ckpt.json 2> $work/ckpt.err; the
   say ckpt wall_s "$(elapsed "$t")"
   say ckpt record "$(jq -c '{id, image_bytes, dump_s, criu_options}' $work/ckpt.json)"
   ckpt=$(jq -r .id $work/ckpt.json)
-  say ckpt source_cgroup_left "$([ -d $cg/drums/$id ] && echo yes || echo no)"
+  say ckpt source_cgroup_left "$([ -d $cgd/$id ] && echo yes || echo no)"
 else
   fail ckpt "drums-ckpt exited $?"
   exit 1
@@ -130,14 +145,14 @@ fi
 t=$(now)
 [ -s $work/siblings.json ] && { drums-sweep < $work/siblings.json > $work/sweep1.json 2> $work/sweep1.err || fail sweep1 "drums-sweep exited $?"; }
 say sweep1 wall_s "$(elapsed "$t")"
-say sweep1 left "$(find $cg/drums -mindepth 1 -type d | wc -l)"
+say sweep1 left "$(find $cgd -mindepth 1 -type d | wc -l)"
 
 # ---- a pool: fill one, take it ----
 t=$(now)
 if drums-pool fill --checkpoint "$ckpt" --depth 1 > $work/fill.json 2> $work/fill.err; then
   say fill wall_s "$(elapsed "$t")"
   say fill records "$(jq -c '{type, session: (.session // .id // null)}' $work/fill.json | tr '\n' ' ')"
-  for d in $cg/drums/*/; do limits fill "$(basename "$d")"; done
+  for d in $cgd/*/; do limits fill "$(basename "$d")"; done
 else
   fail fill "drums-pool fill exited $?"
 fi
@@ -153,17 +168,17 @@ else
 fi
 
 # ---- a filler SIGKILLed while it restores ----
-before=$(find $cg/drums -mindepth 1 -maxdepth 1 -type d | wc -l)
+before=$(find $cgd -mindepth 1 -maxdepth 1 -type d | wc -l)
 drums-pool fill --checkpoint "$ckpt" --depth 1 > $work/fill2.json 2> $work/fill2.err &
 filler=$!
 t=$(now)
 # Once its sibling's cgroup exists CRIU is about to run or running: kill then.
-while kill -0 $filler 2>/dev/null && [ "$(find $cg/drums -mindepth 1 -maxdepth 1 -type d | wc -l)" -le "$before" ]; do sleep 0.2; done
+while kill -0 $filler 2>/dev/null && [ "$(find $cgd -mindepth 1 -maxdepth 1 -type d | wc -l)" -le "$before" ]; do sleep 0.2; done
 sleep 2
 kill -9 $filler 2>/dev/null && say kill filler_killed_after_s "$(elapsed "$t")" || say kill error "the filler had already exited"
 wait $filler 2>/dev/null
-say kill cgroups_left "$(find $cg/drums -mindepth 1 -maxdepth 1 -type d -printf '%f,' )"
-for d in $cg/drums/*/; do [ -d "$d" ] && limits kill "$(basename "$d")"; done
+say kill cgroups_left "$(find $cgd -mindepth 1 -maxdepth 1 -type d -printf '%f,' )"
+for d in $cgd/*/; do [ -d "$d" ] && limits kill "$(basename "$d")"; done
 t=$(now)
 drums-sweep --orphans --older-than 0s > $work/orphans.json 2> $work/orphans.err || fail orphans "drums-sweep --orphans exited $?"
 say orphans wall_s "$(elapsed "$t")"
@@ -173,9 +188,12 @@ drums-sweep --orphans --older-than 0s > /dev/null 2>> $work/orphans.err || true
 
 # ---- nothing left ----
 rm -rf "$(jq -r .dir $work/ckpt.json)"
-say census cgroups "[$(find $cg/drums -mindepth 1 -type d -printf '%P ' 2>/dev/null)]"
+say census cgroups "[$(find $cgd -mindepth 1 -type d -printf '%P ' 2>/dev/null)]"
 say census mounts "[$(awk '$2 ~ /^\/run\/drums|^\/var\/lib\/drums\/(checkpoints|layers|mapped)/ {printf "%s ", $2}' /proc/mounts)]"
 say census ledgers "[$(find /run/drums/sessions -mindepth 1 -maxdepth 1 2>/dev/null -printf '%f ')]"
 say census links "[$(ip -o link show | awk -F': ' '$2 ~ /^drums/ {printf "%s ", $2}')]"
 say census processes "[$(ps -eo pid=,comm= | awk '$2 ~ /^(Xvfb|chromium|openbox|criu|drums-)/ {printf "%s:%s ", $1, $2}')]"
 say census subtree_control_after "[$(cat $cg/cgroup.subtree_control)]"
+say census base_subtree_control "[$(cat $base/cgroup.subtree_control)]"
+# Nothing of Drums' outside its base: no `drums` directory anywhere else in the tree.
+say census drums_dirs_outside_base "[$(find $cg -name drums -type d -not -path "$cgd" -printf '%P ' 2>/dev/null)]"

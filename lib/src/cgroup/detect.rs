@@ -159,9 +159,9 @@ pub fn v2_base_dir(mount: &Mount) -> Result<PathBuf> {
 
 fn choose_base(env: Option<&str>, systemd: bool, is_dir: impl Fn(&str) -> bool) -> Result<String> {
     if let Some(v) = env {
-        let p = Path::new(v);
-        let normal = p.is_absolute() && p.components().skip(1).all(|c| matches!(c, std::path::Component::Normal(_)));
-        if !normal || v.contains("//") || v.ends_with('/') && v != "/" {
+        // Checked by its text: Path::components would quietly drop a `.` or an empty part.
+        let normal = v == "/" || v.strip_prefix('/').is_some_and(|r| r.split('/').all(|c| !c.is_empty() && c != "." && c != ".."));
+        if !normal {
             return Err(Error::usage(format!("DRUMS_CGROUP_BASE=`{v}`: want an absolute cgroup path without `.`, `..` or empty parts (e.g. {SYSTEMD_BASE})")));
         }
         if !is_dir(v) {
