@@ -44,6 +44,9 @@ echo /run/modprobe > /proc/sys/kernel/modprobe
 # Drums' persistent state: a tmpfs, with the host's root images as an overlay's lower layer (the tools
 # write their lock file there; a session's overlay over it is the second and last level overlayfs allows).
 mount -t tmpfs -o mode=755 tmpfs /var/lib/drums
+# Checkpoints' mapped files (DRUMS_MAPPED_DIR): the host's own would be unledgered leftovers to this guest.
+mkdir -p /var/lib/drums-mapped
+mount -t tmpfs -o mode=700 tmpfs /var/lib/drums-mapped
 mkdir -p -m 700 /var/lib/drums/images /var/lib/drums/.images/u /var/lib/drums/.images/w
 mount -t overlay -o lowerdir=/mnt/drums-host/var/lib/drums/images,upperdir=/var/lib/drums/.images/u,workdir=/var/lib/drums/.images/w overlay /var/lib/drums/images
 ip link set lo up
