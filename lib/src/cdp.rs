@@ -148,7 +148,7 @@ impl Cdp {
     /// The reply to command `id` (sent as `method`), keeping what else arrives meanwhile.
     pub fn reply(&mut self, id: u64, method: &str) -> Result<Value> {
         let is_it = |v: &Value| v.get("id").and_then(Value::as_u64) == Some(id);
-        let deadline = (Instant::now() + REPLY_TIMEOUT).min(self.deadline);
+        let deadline = (Instant::now() + crate::state::scaled(REPLY_TIMEOUT)).min(self.deadline);
         let v = match self.pending.iter().position(is_it) {
             Some(i) => self.pending.remove(i),
             None => loop {
@@ -188,7 +188,7 @@ impl Cdp {
             if whole {
                 Error::failed(format!("DevTools: no reply to {what} by the deadline (Chromium does not answer)"))
             } else {
-                Error::failed(format!("DevTools: no reply to {what} within {REPLY_TIMEOUT:?} (Chromium does not answer)"))
+                Error::failed(format!("DevTools: no reply to {what} within {:?} (Chromium does not answer)", crate::state::scaled(REPLY_TIMEOUT)))
             }
         })
     }

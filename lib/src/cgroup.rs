@@ -86,8 +86,8 @@ pub(crate) trait Backend {
 
 // ---- from the machine or from a record to a backend ----
 
-fn backend_for_new(layout: &Layout, id: &str) -> (Box<dyn Backend>, BTreeMap<String, String>) {
-    match layout {
+fn backend_for_new(layout: &Layout, id: &str) -> Result<(Box<dyn Backend>, BTreeMap<String, String>)> {
+    Ok(match layout {
         Layout::V1 { mounts } => {
             let mut paths = BTreeMap::new();
             let mut proc_paths = BTreeMap::new();
@@ -98,11 +98,15 @@ fn backend_for_new(layout: &Layout, id: &str) -> (Box<dyn Backend>, BTreeMap<Str
             (Box::new(v1::V1::new(paths)), proc_paths)
         }
         Layout::V2 { mount } => {
-            let dir = mount.path.join(PARENT).join(id);
-            let proc_paths = BTreeMap::from([("unified".to_string(), join_root(&mount.root, id))]);
-            (Box::new(v2::V2::new(dir, mount.path.clone())), proc_paths)
+            // Inside the subtree Drums was given (detect::v2_base): under systemd, its delegated unit.
+            let base = detect::v2_base(mount)?;
+            let base_dir = mount.path.join(base.trim_start_matches('/'));
+            let dir = base_dir.join(PARENT).join(id);
+            let root = format!("{}{}", mount.root.trim_end_matches('/'), if base == "/" { "" } else { base.as_str() });
+            let proc_paths = BTreeMap::from([("unified".to_string(), join_root(&root, id))]);
+            (Box::new(v2::V2::new(dir, base_dir)), proc_paths)
         }
-    }
+    })
 }
 fn join_root(root: &str, id: &str) -> String {
     format!("{}/{PARENT}/{id}", root.trim_end_matches('/'))
@@ -113,8 +117,9 @@ fn backend_of(sec: &Section) -> Box<dyn Backend> {
         Version::V1 => Box::new(v1::V1::new(sec.paths.clone())),
         Version::V2 => {
             let dir = sec.paths["unified"].clone();
-            let mount = dir.parent().and_then(Path::parent).unwrap_or(Path::new("/")).to_path_buf();
-            Box::new(v2::V2::new(dir, mount))
+            // `<base>/drums/<id>`: the base is the mount's root or the delegated subtree it was made in.
+            let base = dir.parent().and_then(Path::parent).unwrap_or(Path::new("/")).to_path_buf();
+            Box::new(v2::V2::new(dir, base))
         }
     }
 }

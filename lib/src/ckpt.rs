@@ -33,7 +33,7 @@ const HELPER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub fn criu_version() -> Result<String> {
     let bin = crate::criu::binary();
-    let o = crate::proc::output_within(Command::new(&bin).arg("--version"), None, HELPER_TIMEOUT).map_err(|e| Error::env(format!("CRIU ({}) cannot run: {e}; run pipelines/setup.sh", bin.display())))?;
+    let o = crate::proc::output_within(Command::new(&bin).arg("--version"), None, crate::state::scaled(HELPER_TIMEOUT)).map_err(|e| Error::env(format!("CRIU ({}) cannot run: {e}; run pipelines/setup.sh", bin.display())))?;
     let out = String::from_utf8_lossy(&o.stdout);
     out.lines().find_map(|l| l.strip_prefix("Version: ")).map(|v| v.trim().to_string()).ok_or_else(|| Error::env(format!("{} --version printed no version", bin.display())))
 }
@@ -152,7 +152,7 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     let browser_erased = if o.clean && !o.leave_running && desktop.processes.iter().any(|p| p.role == "chromium") {
         let t = Instant::now();
         let ns = session.ns()?;
-        let mut cdp = crate::cdp::Cdp::connect(ns.init_pid, desktop.devtools_port, std::time::Instant::now() + crate::reseed::BROWSER_TIMEOUT)?;
+        let mut cdp = crate::cdp::Cdp::connect(ns.init_pid, desktop.devtools_port, std::time::Instant::now() + crate::state::scaled(crate::reseed::BROWSER_TIMEOUT))?;
         let (cookies_cleared, storage_cleared) = crate::reseed::erase_browser_state(&mut cdp)?;
         Some(BrowserErased { cookies_cleared, storage_cleared, seconds: t.elapsed().as_secs_f64() })
     } else {

@@ -10,6 +10,7 @@ use std::path::Path;
 /// stdout and exit 0; a usage error is a JSON error on stderr with exit 2.
 pub fn run<C: clap::Parser>(tool: &str, body: impl FnOnce(C) -> Result<()>) -> ! {
     let code = match C::try_parse() {
+        Ok(_) if crate::state::timeout_scale().is_err() => report(tool, &crate::state::timeout_scale().unwrap_err()),
         Ok(args) => match body(args) {
             Ok(()) => exit::OK,
             Err(e) => report(tool, &e),

@@ -351,8 +351,8 @@ fn wait_for_socket(root: &crate::inroot::Root, path: &Path, owner: Watched) -> R
         if let Some(e) = owner.gone() {
             return Err(e);
         }
-        if t0.elapsed() > X_TIMEOUT {
-            return Err(owner.error(&format!("did not make its socket {} within {X_TIMEOUT:?}", path.display())));
+        if t0.elapsed() > crate::state::scaled(X_TIMEOUT) {
+            return Err(owner.error(&format!("did not make its socket {} within {:?}", path.display(), crate::state::scaled(X_TIMEOUT))));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -372,28 +372,28 @@ fn wait_for_guest(init_pid: i32, guest: Watched) -> Result<()> {
         if let Some(e) = guest.gone() {
             return Err(e);
         }
-        if t0.elapsed() > GUEST_LISTEN_TIMEOUT {
-            return Err(guest.error(&format!("did not say it listens on port {GUEST_PORT} within {GUEST_LISTEN_TIMEOUT:?}")));
+        if t0.elapsed() > crate::state::scaled(GUEST_LISTEN_TIMEOUT) {
+            return Err(guest.error(&format!("did not say it listens on port {GUEST_PORT} within {:?}", crate::state::scaled(GUEST_LISTEN_TIMEOUT))));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    match crate::cdp::connect_in_netns_unless(init_pid, GUEST_PORT, GUEST_LISTEN_TIMEOUT, move || g.gone()) {
+    match crate::cdp::connect_in_netns_unless(init_pid, GUEST_PORT, crate::state::scaled(GUEST_LISTEN_TIMEOUT), move || g.gone()) {
         Ok(_connection) => Ok(()),
         Err(e @ Error::Process { .. }) => Err(e),
-        Err(e) => Err(guest.error(&format!("did not listen on port {GUEST_PORT} within {GUEST_LISTEN_TIMEOUT:?} ({e})"))),
+        Err(e) => Err(guest.error(&format!("did not listen on port {GUEST_PORT} within {:?} ({e})", crate::state::scaled(GUEST_LISTEN_TIMEOUT)))),
     }
 }
 
 /// Wait until Chromium listens on its DevTools port, on the session's loopback: its browser process is
 /// up. Any process of the desktop that exits meanwhile (Chromium, or the X server it needs) ends the wait
-/// at once with an error naming it and how it ended; so does CHROMIUM_TIMEOUT.
+/// at once with an error naming it and how it ended; so does CHROMIUM_TIMEOUT (times DRUMS_TIMEOUT_SCALE).
 fn wait_for_chromium(init_pid: i32, chromium: Watched, all: &[Watched]) -> Result<()> {
     let all = all.to_vec();
     let c = chromium.clone();
-    match crate::cdp::connect_in_netns_unless(init_pid, DEVTOOLS_PORT, CHROMIUM_TIMEOUT, move || all.iter().find_map(Watched::gone)) {
+    match crate::cdp::connect_in_netns_unless(init_pid, DEVTOOLS_PORT, crate::state::scaled(CHROMIUM_TIMEOUT), move || all.iter().find_map(Watched::gone)) {
         Ok(_connection) => Ok(()),
         Err(e @ Error::Process { .. }) => Err(e),
-        Err(e) => Err(c.error(&format!("did not listen on its DevTools port {DEVTOOLS_PORT} within {CHROMIUM_TIMEOUT:?} ({e})"))),
+        Err(e) => Err(c.error(&format!("did not listen on its DevTools port {DEVTOOLS_PORT} within {:?} ({e})", crate::state::scaled(CHROMIUM_TIMEOUT)))),
     }
 }
 
@@ -405,14 +405,14 @@ fn wait_for_x(init_pid: i32, display: u32, xvfb: Watched) -> Result<()> {
         let t0 = Instant::now();
         loop {
             // One attempt waits at most a second, so that an X server that exits meanwhile is noticed.
-            if crate::x11::connect(display, (Instant::now() + Duration::from_secs(1)).min(t0 + X_TIMEOUT)).is_ok() {
+            if crate::x11::connect(display, (Instant::now() + Duration::from_secs(1)).min(t0 + crate::state::scaled(X_TIMEOUT))).is_ok() {
                 return Ok(());
             }
             if let Some(e) = xvfb.gone() {
                 return Err(e);
             }
-            if t0.elapsed() > X_TIMEOUT {
-                return Err(xvfb.error(&format!("did not accept connections on :{display} within {X_TIMEOUT:?}")));
+            if t0.elapsed() > crate::state::scaled(X_TIMEOUT) {
+                return Err(xvfb.error(&format!("did not accept connections on :{display} within {:?}", crate::state::scaled(X_TIMEOUT))));
             }
             std::thread::sleep(Duration::from_millis(5));
         }

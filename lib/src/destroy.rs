@@ -509,6 +509,15 @@ pub fn cgroup_mounts() -> Vec<PathBuf> {
     crate::cgroup::detect::mounts().map(|m| m.v1.into_iter().chain(m.v2).map(|m| m.path).collect()).unwrap_or_default()
 }
 
+/// Every `drums` parent directory there may be: `<mount>/drums` in each v1 hierarchy, `<base>/drums` in
+/// the v2 one (cgroup::detect::v2_base; none when the base cannot be had: then Drums made nothing there).
+pub fn cgroup_parents() -> Vec<PathBuf> {
+    let Ok(m) = crate::cgroup::detect::mounts() else { return vec![] };
+    let v1 = m.v1.iter().map(|m| m.path.join(crate::state::NAME_PREFIX));
+    let v2 = m.v2.iter().filter_map(|m| crate::cgroup::detect::v2_base_dir(m).ok()).map(|b| b.join(crate::state::NAME_PREFIX));
+    v1.chain(v2).collect()
+}
+
 /// A cgroup directory is Drums' when it lies below a `drums` directory of a mounted hierarchy.
 fn cgroup_confined(path: &Path) -> Result<(), String> {
     let ok = cgroup_mounts().iter().any(|m| {

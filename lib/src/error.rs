@@ -70,6 +70,9 @@ impl Error {
     pub fn failed(msg: impl Into<String>) -> Error {
         Error::Failed(msg.into())
     }
+    pub fn usage(msg: impl Into<String>) -> Error {
+        Error::Usage(msg.into())
+    }
     pub fn env(msg: impl Into<String>) -> Error {
         Error::Environment(msg.into())
     }

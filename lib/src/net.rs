@@ -409,7 +409,7 @@ const NFT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// `nft list table inet drums`: Ok(listing), or Err(why not) when there is no such table (or nft cannot
 /// list it: replacing it then says why).
 fn list_firewall() -> Result<std::result::Result<String, String>> {
-    let o = crate::proc::output_within(std::process::Command::new("nft").args(["list", "table", "inet", "drums"]), None, NFT_TIMEOUT).map_err(|e| match e.kind() {
+    let o = crate::proc::output_within(std::process::Command::new("nft").args(["list", "table", "inet", "drums"]), None, crate::state::scaled(NFT_TIMEOUT)).map_err(|e| match e.kind() {
         std::io::ErrorKind::TimedOut => Error::failed(format!("nft list: {e}")),
         _ => Error::env(format!("nft (package nftables) is needed for the session firewall: {e}")),
     })?;
@@ -420,7 +420,7 @@ fn list_firewall() -> Result<std::result::Result<String, String>> {
 /// the table first makes the delete valid when there is none.)
 fn replace_firewall(expected: &str) -> Result<()> {
     let input = format!("table inet drums {{}}\ndelete table inet drums\n{expected}");
-    let o = crate::proc::output_within(std::process::Command::new("nft").args(["-f", "-"]), Some(input.as_bytes()), NFT_TIMEOUT).map_err(|e| match e.kind() {
+    let o = crate::proc::output_within(std::process::Command::new("nft").args(["-f", "-"]), Some(input.as_bytes()), crate::state::scaled(NFT_TIMEOUT)).map_err(|e| match e.kind() {
         std::io::ErrorKind::TimedOut => Error::failed(format!("nft -f: {e}")),
         _ => Error::env(format!("nft (package nftables) is needed for the session firewall: {e}")),
     })?;

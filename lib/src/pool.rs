@@ -419,7 +419,7 @@ fn make_ready(s: &mut Session, spool: &Spool, o: &FillOptions, me: &Owner, t0: I
     stop()?;
     crate::reseed::reseed(s, &crate::reseed::ReseedOptions { hostname: None, browser: true })?;
     stop()?;
-    let r = crate::ready::check(s, &ready_options(Duration::from_secs(30)))?;
+    let r = crate::ready::check(s, &ready_options(crate::state::scaled(Duration::from_secs(30))))?;
     if !r.ready {
         return Err(Error::CheckFailed(format!("{}: not agent-ready ({})", s.id, r.failed.join(", "))));
     }

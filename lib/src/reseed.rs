@@ -186,7 +186,7 @@ pub fn reseed_browser(init_pid: i32, port: u16, url: &str, clean: bool, erased_a
         b.note = Some("checkpoint not declared clean: browser state kept by design".into());
         return Ok(b);
     }
-    let mut cdp = Cdp::connect(init_pid, port, Instant::now() + BROWSER_TIMEOUT)?;
+    let mut cdp = Cdp::connect(init_pid, port, Instant::now() + crate::state::scaled(BROWSER_TIMEOUT))?;
     let (_, page) = cdp.attach_page()?;
     // Not waited for: the page session handles its commands in order, so the load event of the
     // navigation below is reported.

@@ -6,6 +6,23 @@ use std::path::{Path, PathBuf};
 pub fn state_root() -> PathBuf {
     std::env::var_os("DRUMS_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/drums"))
 }
+/// The factor every built-in deadline of the tools is multiplied by: $DRUMS_TIMEOUT_SCALE, a number from
+/// 1 to 1000 (default 1; anything else: every tool refuses to start, `cli::run`, error `usage`, exit 2).
+/// For hosts far slower than the machines the deadlines were measured on (an emulated CPU:
+/// tests/v2_host_qemu.rs runs Drums under QEMU with 20), without changing what a normal host waits.
+pub fn timeout_scale() -> crate::Result<f64> {
+    match std::env::var("DRUMS_TIMEOUT_SCALE") {
+        Err(_) => Ok(1.0),
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(f) if (1.0..=1000.0).contains(&f) => Ok(f),
+            _ => Err(crate::error::Error::usage(format!("DRUMS_TIMEOUT_SCALE=`{v}`: want a number from 1 to 1000"))),
+        },
+    }
+}
+/// `d` times `timeout_scale()` (checked when the tool started, so an invalid one never gets here).
+pub fn scaled(d: std::time::Duration) -> std::time::Duration {
+    d.mul_f64(timeout_scale().unwrap_or(1.0))
+}
 pub fn sessions_root() -> PathBuf {
     state_root().join("sessions")
 }

@@ -208,13 +208,21 @@ fn validate_cgroup(id: &str, sec: &crate::cgroup::Section) -> Result<()> {
             Version::V2 => vec![],
         }
     };
+    // v1: `<mount>/drums/<id>`; v2: `<mount>/<base>/drums/<id>`, the base Drums is given (cgroup::detect::v2_base).
+    let base = |m: &crate::cgroup::detect::Mount| -> String {
+        match sec.version {
+            Version::V1 => "/".into(),
+            Version::V2 => crate::cgroup::detect::v2_base(m).unwrap_or_else(|_| "/".into()),
+        }
+    };
     for (k, p) in &sec.paths {
-        if !of_key(k).iter().any(|m| *p == m.path.join(PARENT).join(id)) {
+        if !of_key(k).iter().any(|m| *p == m.path.join(base(m).trim_start_matches('/')).join(PARENT).join(id)) {
             return Err(Error::bad_field(format!("cgroup.paths.{k}"), format!("{} is not session {id}'s own cgroup directory (<a {k} cgroup mount>/{PARENT}/{id})", p.display())));
         }
     }
     for (k, p) in &sec.proc_paths {
-        if !of_key(k).iter().any(|m| *p == format!("{}/{PARENT}/{id}", m.root.trim_end_matches('/'))) {
+        let root = |m: &crate::cgroup::detect::Mount| format!("{}{}", m.root.trim_end_matches('/'), base(m).trim_end_matches('/'));
+        if !of_key(k).iter().any(|m| *p == format!("{}/{PARENT}/{id}", root(m))) {
             return Err(Error::bad_field(format!("cgroup.proc_paths.{k}"), format!("`{p}` is not session {id}'s cgroup as /proc/PID/cgroup names it (<the mount's root>/{PARENT}/{id})")));
         }
     }

@@ -2,12 +2,15 @@
 # The kernel the cgroup v2 tests boot under QEMU: Debian's linux-image-amd64, vmlinuz extracted from the
 # package with dpkg-deb, nothing installed. This host's own cgroup2 mount has no controllers (v1 hybrid),
 # so a guest is the only real cgroup v2 available here. Idempotent: a kernel already in the cache is kept.
-# Result: $DRUMS_QEMU_CACHE/vmlinuz (default /var/cache/drums/qemu), and vmlinuz.version naming the package.
+# Result: $DRUMS_QEMU_CACHE/vmlinuz (default /var/cache/drums/qemu), vmlinuz.version naming the package, and
+# the package's modules under $DRUMS_QEMU_CACHE/modules/lib/modules/<version> with a modules.dep made by
+# busybox's depmod (this host has no kmod): the v2 host guest (tests/v2_host_qemu.rs) loads 9p, overlay and
+# virtio from it in its initramfs and lets its kernel autoload the rest (veth, nf_tables, CRIU's diag modules).
 set -euo pipefail
 cache=${DRUMS_QEMU_CACHE:-/var/cache/drums/qemu}
 log() { printf 'qemu-kernel: %s\n' "$*" >&2; }
 mkdir -p "$cache"
-if [ -s "$cache/vmlinuz" ] && [ -s "$cache/vmlinuz.version" ]; then
+if [ -s "$cache/vmlinuz" ] && [ -s "$cache/vmlinuz.version" ] && ls "$cache"/modules/lib/modules/*/modules.dep >/dev/null 2>&1; then
   log "kernel present: $(cat "$cache/vmlinuz.version")"
   exit 0
 fi
@@ -28,6 +31,13 @@ dpkg-deb -x "$deb" "$work/x"
 vmlinuz=$(ls "$work"/x/boot/vmlinuz-* | head -n1)
 [ -s "$vmlinuz" ] || { log "no /boot/vmlinuz-* in $deb"; exit 5; }
 install -m 644 "$vmlinuz" "$cache/vmlinuz.new"
+version=${vmlinuz##*/vmlinuz-}
+[ -d "$work/x/lib/modules/$version" ] || { log "no /lib/modules/$version in $deb"; exit 5; }
+rm -rf "$cache/modules.new" "$cache/modules"
+mkdir -p "$cache/modules.new/lib/modules"
+mv "$work/x/lib/modules/$version" "$cache/modules.new/lib/modules/"
+busybox depmod -b "$cache/modules.new" "$version"
+mv "$cache/modules.new" "$cache/modules"
 mv "$cache/vmlinuz.new" "$cache/vmlinuz"
 printf '%s %s\n' "$(basename "$deb")" "$(basename "$vmlinuz")" > "$cache/vmlinuz.version"
 log "kernel: $(cat "$cache/vmlinuz.version")"

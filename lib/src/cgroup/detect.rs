@@ -131,6 +131,56 @@ pub fn layout() -> Result<Layout> {
     mounts()?.layout()
 }
 
+/// The cgroup of the unit `pipelines/drums-cgroups.service` (Delegate=yes): where Drums' `drums` parent
+/// lives on a cgroup v2 host that systemd runs, unless DRUMS_CGROUP_BASE names another.
+pub const SYSTEMD_BASE: &str = "/system.slice/drums-cgroups.service";
+
+/// Where Drums' `drums` parent lives inside a cgroup v2 hierarchy, as a cgroup path below the mount ("/":
+/// the mount's root). On v2 the hierarchy is one tree and, under systemd, systemd's: a process may write
+/// only in a subtree systemd delegated to it (Delegate=yes), so Drums never writes above the base.
+/// - `DRUMS_CGROUP_BASE` set: that cgroup (absolute, no `.` or `..`, an existing directory below the mount:
+///   the delegation must exist; Drums does not make it);
+/// - else, when systemd runs this boot (/run/systemd/system exists, sd_booted(3)'s test): SYSTEMD_BASE if
+///   the unit is running, else an error naming the unit: Drums will not write at the root of a tree
+///   systemd owns;
+/// - else "/": the whole hierarchy is Drums' to use (a host without systemd, a container's own cgroup).
+///
+/// v1 hierarchies are unchanged (`<mount>/drums`): systemd delegates nothing there and Drums' hosts with v1
+/// never ran it under a delegated subtree.
+pub fn v2_base(mount: &Mount) -> Result<String> {
+    let env = std::env::var("DRUMS_CGROUP_BASE").ok();
+    choose_base(env.as_deref(), Path::new("/run/systemd/system").is_dir(), |rel| mount.path.join(rel.trim_start_matches('/')).is_dir())
+}
+
+/// The directory `drums` is made in, in this v2 mount.
+pub fn v2_base_dir(mount: &Mount) -> Result<PathBuf> {
+    Ok(mount.path.join(v2_base(mount)?.trim_start_matches('/')))
+}
+
+fn choose_base(env: Option<&str>, systemd: bool, is_dir: impl Fn(&str) -> bool) -> Result<String> {
+    if let Some(v) = env {
+        // Checked by its text: Path::components would quietly drop a `.` or an empty part.
+        let normal = v == "/" || v.strip_prefix('/').is_some_and(|r| r.split('/').all(|c| !c.is_empty() && c != "." && c != ".."));
+        if !normal {
+            return Err(Error::usage(format!("DRUMS_CGROUP_BASE=`{v}`: want an absolute cgroup path without `.`, `..` or empty parts (e.g. {SYSTEMD_BASE})")));
+        }
+        if !is_dir(v) {
+            return Err(Error::env(format!("DRUMS_CGROUP_BASE=`{v}`: no such cgroup below the cgroup2 mount (the delegated subtree must exist: start its unit)")));
+        }
+        return Ok(v.to_string());
+    }
+    if !systemd {
+        return Ok("/".into());
+    }
+    if is_dir(SYSTEMD_BASE) {
+        return Ok(SYSTEMD_BASE.into());
+    }
+    Err(Error::env(format!(
+        "systemd runs this host's cgroup v2 tree, and Drums writes only in a subtree delegated to it: install and start \
+         pipelines/drums-cgroups.service (its cgroup {SYSTEMD_BASE}, README \"Hosts\"), or name another delegated cgroup with DRUMS_CGROUP_BASE"
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +211,26 @@ mod tests {
         assert!(matches!(ms.layout().unwrap(), Layout::V2 { .. }));
         let ms = Mounts { v1: vec![m("/c/cpu,cpuacct", &["cpu", "cpuacct"])], v2: vec![], unconfirmed: vec![] };
         assert!(matches!(ms.layout(), Err(Error::Environment(_))));
+    }
+
+    #[test]
+    fn the_v2_base_is_named_delegated_or_the_root() {
+        let exists = |p: &str| ["/", SYSTEMD_BASE, "/user.slice/user-1000.slice/drums.scope"].contains(&p);
+        let none = |_: &str| false;
+        // No systemd: the whole tree.
+        assert_eq!(choose_base(None, false, exists).unwrap(), "/");
+        // systemd and its unit: the unit's cgroup; without the unit: refused, never the root.
+        assert_eq!(choose_base(None, true, exists).unwrap(), SYSTEMD_BASE);
+        let e = choose_base(None, true, none).unwrap_err();
+        assert!(matches!(e, Error::Environment(_)) && e.to_string().contains("drums-cgroups.service"), "{e}");
+        // A base named: taken as is, systemd or not, when it exists.
+        for sd in [false, true] {
+            assert_eq!(choose_base(Some("/user.slice/user-1000.slice/drums.scope"), sd, exists).unwrap(), "/user.slice/user-1000.slice/drums.scope");
+        }
+        assert!(matches!(choose_base(Some("/system.slice/gone.service"), true, exists), Err(Error::Environment(_))));
+        for bad in ["system.slice/x", "/a/../b", "/a/./b", "/a//b", "/a/", ""] {
+            assert!(matches!(choose_base(Some(bad), false, |_: &str| true), Err(Error::Usage(_))), "{bad}");
+        }
     }
 
     /// The real machine: whatever it is, detection must agree with statfs of each chosen mount.

@@ -28,7 +28,7 @@ pub fn create(session: &mut Session, limits: &Limits) -> Result<()> {
         return Err(Error::bad_field(SECTION, "the session already has cgroups (drums-cgroup remove first)"));
     }
     let layout = detect::layout()?;
-    let (b, proc_paths) = backend_for_new(&layout, &session.id);
+    let (b, proc_paths) = backend_for_new(&layout, &session.id)?;
     let ledger = Ledger::open(&session.state_dir)?;
     let mut ledgered: Vec<PathBuf> = Vec::new();
     let result = (|| -> Result<Section> {
@@ -200,7 +200,7 @@ pub(crate) fn rmdir_when_left(path: &Path) -> Result<()> {
         match std::fs::remove_dir(path) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < REMOVE_RETRY && all_leaving(path) => {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < crate::state::scaled(REMOVE_RETRY) && all_leaving(path) => {
                 std::thread::sleep(Duration::from_millis(10))
             }
             Err(e) => {

@@ -108,7 +108,7 @@ impl Backend for V1 {
         let want = if frozen { "FROZEN" } else { "THAWED" };
         write_str(&f, want)?;
         // FREEZING lasts until every task has stopped.
-        wait_until(&format!("wait for {want}"), &f, super::FREEZE_TIMEOUT, || Ok(read_str(&f)? == want))
+        wait_until(&format!("wait for {want}"), &f, crate::state::scaled(super::FREEZE_TIMEOUT), || Ok(read_str(&f)? == want))
     }
     fn frozen_state(&self) -> Result<String> {
         Ok(read_str(&self.dir("freezer")?.join("freezer.state"))?.to_lowercase())

@@ -1,5 +1,5 @@
 //! cgroup v2: one directory in the unified hierarchy, controllers passed down through
-//! cgroup.subtree_control of the mount's root and of `drums`, the limits in cpu.max, memory.max,
+//! cgroup.subtree_control of the base (the mount's root, or the subtree delegated to Drums) and of `drums`, the limits in cpu.max, memory.max,
 //! memory.swap.max and pids.max, telemetry from memory.peak and cpu.stat.
 
 use super::files::{ensure_dir, page_size, read_keyed, read_str, read_u64, read_u64_newer, wait_until, write_str};
@@ -10,14 +10,15 @@ use std::path::{Path, PathBuf};
 
 pub(crate) struct V2 {
     dir: PathBuf,
-    mount: PathBuf,
+    /// The parent of `drums`: the mount's root, or the subtree delegated to Drums (detect::v2_base).
+    base: PathBuf,
     paths: BTreeMap<String, PathBuf>,
 }
 
 impl V2 {
-    pub(crate) fn new(dir: PathBuf, mount: PathBuf) -> V2 {
+    pub(crate) fn new(dir: PathBuf, base: PathBuf) -> V2 {
         let paths = BTreeMap::from([("unified".to_string(), dir.clone())]);
-        V2 { dir, mount, paths }
+        V2 { dir, base, paths }
     }
     fn f(&self, name: &str) -> PathBuf {
         self.dir.join(name)
@@ -57,8 +58,10 @@ impl Backend for V2 {
     }
     fn prepare_parent(&self, dir: &Path) -> Result<()> {
         let parent = dir.parent().expect("session cgroups have a parent");
-        // A controller reaches a cgroup only if every ancestor passes it down.
-        enable_controllers(&self.mount)?;
+        // A controller reaches a cgroup only if every ancestor passes it down. Above the base is not Drums'
+        // to write: a delegated base gets its controllers from whoever delegated it (systemd, for
+        // Delegate=yes), and an error here says which one is missing.
+        enable_controllers(&self.base)?;
         ensure_dir(parent)?;
         enable_controllers(parent)
     }
@@ -117,7 +120,7 @@ impl Backend for V2 {
         write_str(&f, if frozen { "1" } else { "0" })?;
         let ev = self.f("cgroup.events");
         let want = if frozen { 1 } else { 0 };
-        wait_until(&format!("wait for `frozen {want}`"), &ev, super::FREEZE_TIMEOUT, || {
+        wait_until(&format!("wait for `frozen {want}`"), &ev, crate::state::scaled(super::FREEZE_TIMEOUT), || {
             Ok(read_keyed(&ev, "frozen").map_err(Error::failed)? == want)
         })
     }

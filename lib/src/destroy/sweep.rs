@@ -480,8 +480,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
         let age = dated(format!("mount:{}:{}", m.id, p.display()), None);
         cands.push((lo, Candidate::Mount(p.clone()), age));
     }
-    for h in super::cgroup_mounts() {
-        let parent = h.join(crate::state::NAME_PREFIX);
+    for parent in super::cgroup_parents() {
         let Ok(rd) = std::fs::read_dir(&parent) else { continue };
         for e in rd.flatten() {
             if !e.file_type().is_ok_and(|t| t.is_dir()) {
