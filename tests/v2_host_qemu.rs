@@ -112,6 +112,10 @@ fn session_life(systemd: bool) {
     assert_eq!(g.one("guest", "base"), base);
     if !systemd {
         assert_eq!(g.one("guest", "subtree_control_before"), "[]");
+    } else {
+        // pipelines/drums-cgroups.service ran its shell line as written (systemd's own `$` expansion
+        // escaped): active, its one process moved into keeper/.
+        assert_eq!(g.one("guest", "unit"), "active keeper_procs=1", "the delegating unit");
     }
 
     // Cold: ready, in its own v2 cgroup with the default limits, read back by the tool and by the test.

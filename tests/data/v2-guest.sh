@@ -80,6 +80,11 @@ say guest subtree_control_before "[$(cat $cg/cgroup.subtree_control)]"
 say guest pid1 "$(cat /proc/1/comm)"
 say guest base "${base#$cg}"
 say guest base_controllers "[$(cat $base/cgroup.controllers)]"
+if [ "${DRUMS_GUEST_SYSTEMD:-0}" = 1 ]; then
+  # The delegating unit itself: running, its one process in keeper/ (a unit whose shell line systemd
+  # mangled fails here, and every tool then refuses with exit 4).
+  say guest unit "$(systemctl is-active drums-cgroups.service) keeper_procs=$(cat $base/keeper/cgroup.procs 2>/dev/null | wc -l)"
+fi
 say guest criu "$(/opt/drums/criu/bin/criu --version | head -n1)"
 say guest tools "$(command -v drums-ns)"
 
