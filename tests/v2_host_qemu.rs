@@ -2,10 +2,12 @@
 //! under QEMU (software emulation; this machine has no usable KVM) with cgroup v1 switched off, its root
 //! this host's own / shared read-only over virtio 9p under a tmpfs overlay, so the guest runs this
 //! worktree's tools (target/release), /opt/drums/criu and the root image /var/lib/drums/images/desktop.
-//! Its PID 1 is tests/data/v2-guest.sh: a cold session, its checkpoint, two restored siblings (reseeded,
-//! ready, audited, limits read back from the v2 files), a pool filled and taken from, a filler SIGKILLed
-//! while it restores and the sweep of what it left, then a census of cgroups, mounts, ledgers, links and
-//! processes that must be empty. This test parses its `DRUMS-V2` console lines.
+//! Its PID 1 is tests/data/v2-guest.sh: a cold session and a second one (the audit's control pair), a
+//! checkpoint of the first (left running, thawed after the dump), two restored siblings (reseeded, ready,
+//! limits read back from the v2 files, audited under revision 2a with the cold pair as control), a pool
+//! filled and taken from, a filler SIGKILLed while it restores and the sweep of what it left, then a census
+//! of cgroups, mounts, ledgers, links and processes that must be empty. This test parses its `DRUMS-V2`
+//! console lines.
 //!
 //! Ignored: it takes about 15 minutes on this 2-core machine (README, "Hosts"). Run it, as root, after a
 //! release build:
@@ -129,12 +131,15 @@ fn session_life(systemd: bool) {
     // "No internal processes": drums/ holds no process of its own.
     assert_eq!(g.one("cold", "parent_procs"), "0");
 
-    // Checkpoint: frozen through the v2 cgroup (cgroup.freeze), the source's cgroup gone with it (--clean).
+    // Checkpoint: frozen through the v2 cgroup (cgroup.freeze) for the dump, and the source (left running,
+    // the control's first session) thawed after it, its limits unchanged.
     let ck: serde_json::Value = serde_json::from_str(g.one("ckpt", "record")).expect("checkpoint record");
     let opts: Vec<&str> = ck["criu_options"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
     let fc = opts.iter().position(|o| *o == "--freeze-cgroup").expect("the dump froze through the session's cgroup");
     assert!(opts[fc + 1].starts_with(&format!("/sys/fs/cgroup{base}/drums/d-")), "--freeze-cgroup {}", opts[fc + 1]);
-    assert_eq!(g.one("ckpt", "source_cgroup_left"), "no");
+    let src = g.one("ckpt", "limits");
+    assert_eq!(kv(src).get("frozen"), Some(&"0"), "the source is still frozen after the dump: {src}");
+    check_limits(src, "the checkpoint's source");
 
     // Two siblings: distinct, ready, each in its own cgroup (--cgroup-root /drums/<sibling>) with the limits.
     assert_eq!(g.one("restore", "count"), "2");
@@ -150,11 +155,22 @@ fn session_life(systemd: bool) {
     }
     assert_ne!(sibs[0]["hostname"], sibs[1]["hostname"]);
     assert_ne!(sibs[0]["mac"], sibs[1]["mac"]);
-    // The audit under the revision-2a rule (the literal one fails by design on /dev/null, /dev/urandom).
-    let audit: serde_json::Value = serde_json::from_str(g.one("audit", "ok")).expect("audit summary");
-    assert_eq!(audit["revision_2a"], true, "{audit}");
+    // The audit under revision 2a with the cold pair as control, as on the host (tests/audit.rs): exit 0,
+    // complete, the siblings tolerated exactly the two devices the control shares and nothing more; the
+    // literal verdict fails on those two by design; the restore introduced nothing; both siblings confined.
+    assert_eq!(g.one("audit", "exit"), "0", "drums-audit --rule revision-2a --control: {}", g.one("audit", "report"));
+    let audit: serde_json::Value = serde_json::from_str(g.one("audit", "report")).expect("audit summary");
     assert_eq!(audit["complete"], true, "{audit}");
-    assert_eq!(g.one("sweep1", "left"), "0", "the siblings' cgroups outlived their destroy");
+    assert_eq!(audit["sessions"], 2, "{audit}");
+    assert_eq!(audit["control_cold"], true, "the control pair is cold: {audit}");
+    assert_eq!(audit["revision_2a"], true, "{audit}");
+    assert_eq!(audit["revision_2a_failed_on"], serde_json::json!([]), "{audit}");
+    assert_eq!(audit["literal"], false, "{audit}");
+    assert_eq!(audit["literal_failed_on"], serde_json::json!(["chr:1:3", "chr:1:9"]), "{audit}");
+    assert_eq!(audit["introduced_by_restore"], serde_json::json!([]), "{audit}");
+    assert_eq!(audit["confined"], serde_json::json!([true, true]), "{audit}");
+
+    assert_eq!(g.one("sweep1", "left"), "0", "the sessions' cgroups outlived their destroy");
 
     // Pool: the parked sibling frozen through cgroup.freeze, thawed by the take.
     let parked: Vec<&str> = g.all("fill", "limits");

@@ -2,8 +2,10 @@
 # The whole life of Drums' sessions on a cgroup-v2-only kernel: the guest's PID 1 under pipelines/v2-guest.sh
 # (whose root is the host's / read-only under a tmpfs overlay), run by tests/v2_host_qemu.rs, which parses
 # the `DRUMS-V2 <step> <key> <value...>` lines this prints on the console. Runs the tools of the worktree it
-# sits in (target/release), the host's CRIU and root image, and in this order: a cold session, its checkpoint,
-# two restored siblings (reseeded, ready, limits read back from the v2 files), the siblings destroyed, a
+# sits in (target/release), the host's CRIU and root image, and in this order: a cold session and a second
+# one (the audit's control pair), a checkpoint of the first (left running), two restored siblings (reseeded,
+# ready, limits read back from the v2 files), the audit of the siblings against the cold pair, all four
+# sessions destroyed, a
 # pool filled and taken from, a filler SIGKILLed while it restores, the sweep of its orphan, the pool drained,
 # then a census of what is left (cgroups under drums/, mounts, ledgers, links) that must be empty.
 # Arguments: none. Environment (optional): DRUMS_V2_SCALE, the factor for the tools' timeouts
@@ -115,14 +117,23 @@ else
   fail cold "pipelines/cold.sh exited $?"
   exit 1
 fi
+# The second of the audit's cold pair (drums-audit --control), as on the host (tests/audit.rs).
+if "$here/pipelines/cold.sh" > $work/cold2.json 2> $work/cold2.err; then
+  id2=$(jq -r .id $work/cold2.json)
+  say cold2 id "$id2"
+else
+  fail cold2 "pipelines/cold.sh exited $?"
+  exit 1
+fi
 
-# ---- checkpoint ----
+# ---- checkpoint (the source left running: it is the control pair's first session) ----
 t=$(now)
-if drums-ckpt --clean < $work/cold.json > $work/ckpt.json 2> $work/ckpt.err; then
+if drums-ckpt --clean --leave-running < $work/cold.json > $work/ckpt.json 2> $work/ckpt.err; then
   say ckpt wall_s "$(elapsed "$t")"
   say ckpt record "$(jq -c '{id, image_bytes, dump_s, criu_options}' $work/ckpt.json)"
   ckpt=$(jq -r .id $work/ckpt.json)
-  say ckpt source_cgroup_left "$([ -d $cgd/$id ] && echo yes || echo no)"
+  # Frozen through cgroup.freeze for the dump, thawed after it.
+  limits ckpt "$id"
 else
   fail ckpt "drums-ckpt exited $?"
   exit 1
@@ -140,17 +151,19 @@ if "$here/pipelines/restore.sh" --count 2 < $work/ckpt.json > $work/siblings.jso
     limits restore "$sid"
   done < $work/siblings.json
   say restore count "$n"
-  # The revision-2a rule: the literal one fails by design on the /dev/null and /dev/urandom every
-  # session shares (drums-audit(1)); both verdicts are printed.
-  if drums-audit --rule revision-2a < $work/siblings.json > $work/audit.json 2> $work/audit.err; then
-    say audit ok "$(jq -c '{rule, complete, sessions: (.sessions | length), revision_2a: .verdicts.revision_2a.pass, literal_failed_on: [.verdicts.literal.failed_on[]?.id]}' $work/audit.json 2>/dev/null)"
-  else
-    fail audit "drums-audit exited $?"
-  fi
+  # The revision-2a rule with the cold pair as its control (drums-audit(1)): the literal one fails by design
+  # on the /dev/null and /dev/urandom every session shares; both verdicts are printed, and the exit status.
+  drums-audit --rule revision-2a --control "$id,$id2" < $work/siblings.json > $work/audit.json 2> $work/audit.err
+  rc=$?
+  say audit exit "$rc"
+  say audit report "$(jq -c '{rule, complete, sessions: (.sessions | length), control_cold: .control.cold, revision_2a: .verdicts.revision_2a.pass, revision_2a_failed_on: [.verdicts.revision_2a.failed_on[]?.id], literal: .verdicts.literal.pass, literal_failed_on: ([.verdicts.literal.failed_on[]?.id] | unique), introduced_by_restore: (.introduced_by_restore | if . == null then null else [.[]?.id] end), confined: [.boundary[]?.confined]}' $work/audit.json 2>/dev/null)"
+  [ "$rc" = 0 ] || fail audit "drums-audit exited $rc"
 else
   fail restore "pipelines/restore.sh exited $?"
 fi
+
 t=$(now)
+cat $work/cold.json $work/cold2.json >> $work/siblings.json
 [ -s $work/siblings.json ] && { drums-sweep < $work/siblings.json > $work/sweep1.json 2> $work/sweep1.err || fail sweep1 "drums-sweep exited $?"; }
 say sweep1 wall_s "$(elapsed "$t")"
 say sweep1 left "$(find $cgd -mindepth 1 -type d | wc -l)"
