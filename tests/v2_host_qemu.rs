@@ -4,10 +4,11 @@
 //! worktree's tools (target/release), /opt/drums/criu and the root image /var/lib/drums/images/desktop.
 //! Its PID 1 is tests/data/v2-guest.sh: a cold session and a second one (the audit's control pair), a
 //! checkpoint of the first (left running, thawed after the dump), two restored siblings (reseeded, ready,
-//! limits read back from the v2 files, audited under revision 2a with the cold pair as control), a pool
-//! filled and taken from, a filler SIGKILLed while it restores and the sweep of what it left, then a census
-//! of cgroups, mounts, ledgers, links and processes that must be empty. This test parses its `DRUMS-V2`
-//! console lines.
+//! limits read back from the v2 files, audited under revision 2a with the cold pair as control), the cgroup
+//! escapes of tests/data/cgroup-attack.py from inside the cold session and a sibling as user and as session
+//! root (tests/escape_cgroup.rs runs the same attack on this v1 host), a pool filled and taken from, a
+//! filler SIGKILLed while it restores and the sweep of what it left, then a census of cgroups, mounts,
+//! ledgers, links and processes that must be empty. This test parses its `DRUMS-V2` console lines.
 //!
 //! Ignored: it takes about 15 minutes on this 2-core machine (README, "Hosts"). Run it, as root, after a
 //! release build:
@@ -18,6 +19,8 @@
 //! (DRUMS_TIMEOUT_SCALE), so only ratios to the guest's own cold start mean anything.
 
 use drums_tests::*;
+#[path = "cgroup_attack.rs"]
+mod cgroup_attack;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -170,6 +173,20 @@ fn session_life(systemd: bool) {
     assert_eq!(audit["introduced_by_restore"], serde_json::json!([]), "{audit}");
     assert_eq!(audit["confined"], serde_json::json!([true, true]), "{audit}");
 
+    // The cgroup escapes, from the cold session and a sibling, as user and as session root: all refused,
+    // and the guest's side unchanged (limit files, drums/'s entries, cgroup2 and sysfs mounts).
+    for label in ["cold-user", "sibling-user", "cold-root", "sibling-root"] {
+        let lines = g.all("escape", label);
+        let (escaped, missing) = cgroup_attack::judge(&lines);
+        assert!(escaped.is_empty(), "{label}: {escaped:#?}\nall: {lines:#?}");
+        assert!(missing.is_empty(), "{label}: no refusal of {missing:?}: {lines:#?}");
+        let uid = if label.ends_with("root") { "uid=0" } else { "uid=1000" };
+        assert!(lines.iter().any(|l| l.starts_with("boundary: info") && l.contains(uid)), "{label}: {lines:#?}");
+        assert!(lines.iter().any(|l| l.starts_with("own cgroups: info v2=") && l.contains(&format!("{base}/drums/"))), "{label}: {lines:#?}");
+    }
+    assert_eq!(g.all("escape", "rc"), vec!["cold-user 0", "sibling-user 0", "cold-root 0", "sibling-root 0"]);
+    assert!(g.one("escape", "host_unchanged").starts_with("yes "), "the guest's cgroups changed: {:?}", g.all("escape", "changed"));
+    eprintln!("escape (v2 guest), reported only: {:#?}", g.0.iter().filter(|((s, _), _)| s == "escape").flat_map(|(_, v)| v.iter().filter(|l| l.contains(": info ")).cloned()).collect::<std::collections::BTreeSet<_>>());
     assert_eq!(g.one("sweep1", "left"), "0", "the sessions' cgroups outlived their destroy");
 
     // Pool: the parked sibling frozen through cgroup.freeze, thawed by the take.

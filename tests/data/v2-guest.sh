@@ -4,8 +4,9 @@
 # the `DRUMS-V2 <step> <key> <value...>` lines this prints on the console. Runs the tools of the worktree it
 # sits in (target/release), the host's CRIU and root image, and in this order: a cold session and a second
 # one (the audit's control pair), a checkpoint of the first (left running), two restored siblings (reseeded,
-# ready, limits read back from the v2 files), the audit of the siblings against the cold pair, all four
-# sessions destroyed, a
+# ready, limits read back from the v2 files), the audit of the siblings against the cold pair, the cgroup
+# escapes of tests/data/cgroup-attack.py from inside the cold session and a sibling (as user and as session
+# root) with the limits read back from the guest's side before and after, all four sessions destroyed, a
 # pool filled and taken from, a filler SIGKILLed while it restores, the sweep of its orphan, the pool drained,
 # then a census of what is left (cgroups under drums/, mounts, ledgers, links) that must be empty.
 # Arguments: none. Environment (optional): DRUMS_V2_SCALE, the factor for the tools' timeouts
@@ -160,6 +161,44 @@ if "$here/pipelines/restore.sh" --count 2 < $work/ckpt.json > $work/siblings.jso
   [ "$rc" = 0 ] || fail audit "drums-audit exited $rc"
 else
   fail restore "pipelines/restore.sh exited $?"
+fi
+# ---- the cgroup escapes, from inside the cold session and the first sibling, as user and as root ----
+# escape_state: what the guest's side must still show afterwards: each attacked session's limit files, the
+# entries of drums/, the cgroup2 and sysfs mounts.
+sid1=$(head -n1 $work/siblings.json | jq -r .id)
+ids="$id $id2 $(jq -r .id $work/siblings.json | tr '\n' ' ')"
+escape_state() {
+  for s in "$id" "$sid1"; do
+    for f in memory.max memory.high memory.swap.max pids.max cpu.max cpu.weight cgroup.freeze cgroup.subtree_control; do
+      echo "$s/$f=$(cat $cgd/$s/$f 2>&1)"
+    done
+  done
+  echo "drums/: $(ls $cgd | tr '\n' ' ')"
+  awk '$3 ~ /^(cgroup|cgroup2|sysfs)$/' /proc/mounts
+}
+if [ -n "$sid1" ] && [ "$sid1" != null ]; then
+  escape_state > $work/escape.before
+  attack=$(cat "$here/tests/data/cgroup-attack.py")
+  for who in user root; do
+    for s in "$id" "$sid1"; do
+      label=$([ "$s" = "$id" ] && echo cold || echo sibling)-$who
+      others=$(for o in $ids; do [ "$o" = "$s" ] || printf '%s ' "$o"; done)
+      if [ $who = root ]; then run='echo password | sudo -S -p "" python3 -c "$ATTACK" "$@"'; else run='python3 -c "$ATTACK" "$@"'; fi
+      # shellcheck disable=SC2086
+      drums-ns exec --session "$s" --user user --env "ATTACK=$attack" -- sh -c "$run" sh $others > $work/escape.out 2> $work/escape.err
+      say escape rc "$label $?"
+      sed "s/^/DRUMS-V2 escape $label /" $work/escape.out
+      sed "s/^/DRUMS-V2 escape errout $label: /" $work/escape.err | tail -n 5
+    done
+  done
+  escape_state > $work/escape.after
+  if cmp -s $work/escape.before $work/escape.after; then
+    say escape host_unchanged "yes $(grep -c . $work/escape.before) lines"
+  else
+    say escape host_unchanged no
+    diff $work/escape.before $work/escape.after | sed 's/^/DRUMS-V2 escape changed /'
+  fi
+  sed 's/^/DRUMS-V2 escape state /' $work/escape.after
 fi
 
 t=$(now)
