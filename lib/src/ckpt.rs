@@ -128,6 +128,12 @@ fn dir_bytes(p: &Path) -> u64 {
 /// nothing once the session is destroyed. Without `leave_running` the source session is destroyed after
 /// a successful dump (CRIU has killed its processes).
 pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
+    if let Some(r) = session.id_range {
+        return Err(Error::NotImplemented(format!(
+            "session {} runs in a user namespace of its own (id_range {}+{}): checkpointing such a session is not implemented yet (drums(7) SECURITY); make the session without --userns to checkpoint it",
+            session.id, r.base, r.count
+        )));
+    }
     let ns = session.ns()?;
     if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
         return Err(Error::failed(format!("session {}: its init is gone", session.id)));

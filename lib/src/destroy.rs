@@ -319,6 +319,8 @@ fn order(r: &Resource) -> u8 {
         Resource::Slot { .. } => 5,
         Resource::Dir { .. } => 6,
         Resource::Image { .. } => 7,
+        // Free again once every process that ran with its ids is gone (the processes come first).
+        Resource::IdRange { .. } => 8,
     }
 }
 
@@ -408,6 +410,9 @@ fn remove(res: &Resource, created_t: f64, state_dir: &Path, opts: &DestroyOption
                 Err(e) => Err(Fail::io("remove slot file", path, &e)),
             }
         }
+        // Nothing on the host to remove: the user namespace ended with the session's processes, and the
+        // files its ids owned were on the session's tmpfs. Releasing the line frees the range.
+        Resource::IdRange { .. } => Ok(Done::Removed),
         Resource::Dir { path } | Resource::Image { path } => match fsops::remove_tree(path) {
             Ok(true) => Ok(Done::Removed),
             Ok(false) => Ok(Done::Gone("no such directory".into())),

@@ -58,6 +58,36 @@ pub struct Root {
     /// The directory's host path, for messages only (never resolved again).
     shown: PathBuf,
     links: Links,
+    /// The user and group id maps of the process whose root this is (its /proc/PID/uid_map and gid_map)
+    /// when they are not the host's identity: the ids that functions here are given are ids inside the
+    /// session, and files are owned by the host ids they map to (a session in its own user namespace,
+    /// crate::idrange). Empty: ids are host ids.
+    uid_map: Vec<(u32, u32, u32)>,
+    gid_map: Vec<(u32, u32, u32)>,
+}
+
+/// The lines (inside, host, count) of a /proc/PID/uid_map or gid_map, none for the identity map.
+fn read_id_map(path: &str) -> Vec<(u32, u32, u32)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let map: Vec<(u32, u32, u32)> = text
+        .lines()
+        .filter_map(|l| {
+            let v: Vec<u32> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            (v.len() == 3).then(|| (v[0], v[1], v[2]))
+        })
+        .collect();
+    if map.iter().all(|&(a, b, _)| a == b) {
+        return vec![];
+    }
+    map
+}
+
+fn map_id(map: &[(u32, u32, u32)], id: u32) -> u32 {
+    if map.is_empty() {
+        return id;
+    }
+    // An id the map does not name becomes the overflow id, as the kernel shows it.
+    map.iter().find(|&&(a, _, n)| id >= a && id - a < n).map(|&(a, b, _)| b + (id - a)).unwrap_or(65534)
 }
 
 impl Root {
@@ -70,7 +100,7 @@ impl Root {
         if fd < 0 {
             return Err(Error::io("open directory", dir, std::io::Error::last_os_error()));
         }
-        Ok(Root { fd: unsafe { OwnedFd::from_raw_fd(fd) }, shown: dir.to_path_buf(), links })
+        Ok(Root { fd: unsafe { OwnedFd::from_raw_fd(fd) }, shown: dir.to_path_buf(), links, uid_map: vec![], gid_map: vec![] })
     }
 
     /// The root directory of a session's process (its init's `/proc/PID/root`), with links followed
@@ -82,7 +112,9 @@ impl Root {
         if pid <= 0 {
             return Err(Error::failed(format!("{pid} is not a process id")));
         }
-        let root = Root::open(Path::new(&format!("/proc/{pid}/root")), Links::InRoot)?;
+        let mut root = Root::open(Path::new(&format!("/proc/{pid}/root")), Links::InRoot)?;
+        root.uid_map = read_id_map(&format!("/proc/{pid}/uid_map"));
+        root.gid_map = read_id_map(&format!("/proc/{pid}/gid_map"));
         if let Some(start) = start_time {
             if !crate::proc::alive(pid, start) {
                 return Err(Error::failed(format!("process {pid} (started at {start}) is gone")));
@@ -99,6 +131,11 @@ impl Root {
         self.links
     }
 
+    /// The host ids of ids `uid`, `gid` inside this root (see `uid_map`).
+    pub fn host_ids(&self, uid: u32, gid: u32) -> (u32, u32) {
+        (map_id(&self.uid_map, uid), map_id(&self.gid_map, gid))
+    }
+
     /// `path` inside this root, as a host path for messages.
     pub fn shown(&self, path: &Path) -> PathBuf {
         self.shown.join(relative(path))
@@ -111,7 +148,7 @@ impl Root {
     /// A directory inside this root as a root of its own, with the same rule.
     pub fn subdir(&self, path: &Path) -> Result<Root> {
         let fd = self.resolve(path, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| self.err("open directory", path, e))?;
-        Ok(Root { fd, shown: self.shown(path), links: self.links })
+        Ok(Root { fd, shown: self.shown(path), links: self.links, uid_map: self.uid_map.clone(), gid_map: self.gid_map.clone() })
     }
 
     /// openat2(2) of `path` under this root's rule.
@@ -261,7 +298,7 @@ pub fn read_tail(root: &Root, path: &Path, bytes: u64) -> Result<Vec<u8>> {
 }
 
 /// Give the file open as `fd` its owner and mode (after the owner: chown clears set-id bits).
-fn own(fd: &File, mode: u32, uid: u32, gid: u32) -> std::io::Result<()> {
+fn own(fd: &File, mode: u32, (uid, gid): (u32, u32)) -> std::io::Result<()> {
     check(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
     check(unsafe { libc::fchmod(fd.as_raw_fd(), mode & 0o7777) })
 }
@@ -276,7 +313,7 @@ pub fn create_new(root: &Root, path: &Path, data: &[u8], mode: u32, uid: u32, gi
         Err(e) => return Err(root.err("create", path, e)),
     };
     let mut f = File::from(fd);
-    f.write_all(data).and_then(|_| own(&f, mode, uid, gid)).map_err(|e| root.err("write", path, e))?;
+    f.write_all(data).and_then(|_| own(&f, mode, root.host_ids(uid, gid))).map_err(|e| root.err("write", path, e))?;
     Ok(true)
 }
 
@@ -288,6 +325,7 @@ pub fn symlink_new(root: &Root, path: &Path, target: &Path, uid: u32, gid: u32) 
     if let Err(e) = check(unsafe { libc::symlinkat(ct.as_ptr(), dir.as_raw_fd(), cn.as_ptr()) }) {
         return if e.raw_os_error() == Some(libc::EEXIST) { Ok(false) } else { Err(root.err("link", path, e)) };
     }
+    let (uid, gid) = root.host_ids(uid, gid);
     check(unsafe { libc::fchownat(dir.as_raw_fd(), cn.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }).map_err(|e| root.err("chown", path, e))?;
     Ok(true)
 }
@@ -305,7 +343,7 @@ pub fn replace_file(root: &Root, path: &Path, data: &[u8], mode: u32, uid: u32, 
         .map_err(|e| root.err("create", path, e))?;
     let mut f = File::from(fd);
     let (ct, cn) = (c_name(&tmp_name).expect("no NUL"), c_name(name).map_err(|e| root.err("write", path, e))?);
-    let written = f.write_all(data).and_then(|_| own(&f, mode, uid, gid)).and_then(|_| check(unsafe { libc::renameat(dir.as_raw_fd(), ct.as_ptr(), dir.as_raw_fd(), cn.as_ptr()) }));
+    let written = f.write_all(data).and_then(|_| own(&f, mode, root.host_ids(uid, gid))).and_then(|_| check(unsafe { libc::renameat(dir.as_raw_fd(), ct.as_ptr(), dir.as_raw_fd(), cn.as_ptr()) }));
     if let Err(e) = written {
         unsafe { libc::unlinkat(dir.as_raw_fd(), ct.as_ptr(), 0) };
         return Err(root.err("write", path, e));
@@ -331,7 +369,7 @@ fn mkdir_in(root: &Root, dir: BorrowedFd, name: &OsStr, shown: &Path, mode: u32,
     let fd = openat2(dir.as_raw_fd(), Path::new(name), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0, libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS)
         .map_err(|e| root.err("open directory", shown, e))?;
     let f = File::from(fd);
-    own(&f, mode, uid, gid).map_err(|e| root.err("chown and chmod", shown, e))?;
+    own(&f, mode, root.host_ids(uid, gid)).map_err(|e| root.err("chown and chmod", shown, e))?;
     Ok(f.into())
 }
 
@@ -359,7 +397,7 @@ pub fn mkdir_all(root: &Root, path: &Path, mode: u32, uid: u32, gid: u32) -> Res
     };
     if have == parts.len() {
         let f = reopen_dir(&fd).map_err(|e| root.err("open directory", path, e))?;
-        own(&f, mode, uid, gid).map_err(|e| root.err("chown and chmod", path, e))?;
+        own(&f, mode, root.host_ids(uid, gid)).map_err(|e| root.err("chown and chmod", path, e))?;
         return Ok(f.into());
     }
     for (i, name) in parts.iter().enumerate().skip(have) {
@@ -380,6 +418,7 @@ pub fn set_owner_mode(root: &Root, path: &Path, mode: u32, uid: u32, gid: u32) -
     if is_kind(&st, libc::S_IFLNK) {
         return Err(root.err("chown", path, std::io::Error::from_raw_os_error(libc::ELOOP)));
     }
+    let (uid, gid) = root.host_ids(uid, gid);
     check(unsafe { libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), uid, gid, libc::AT_EMPTY_PATH) }).map_err(|e| root.err("chown", path, e))?;
     let p = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL");
     check(unsafe { libc::chmod(p.as_ptr(), mode & 0o7777) }).map_err(|e| root.err("chmod", path, e))

@@ -54,6 +54,10 @@ pub enum Resource {
     /// `inet drums_net_<slot>`, its routing rules and table, and its resolver (the process whose pid
     /// `pid_file` holds).
     Egress { slot: u32, host_if: String, pid_file: PathBuf },
+    /// A block of host user and group ids, `base` to `base+count-1`, that the session's user namespace
+    /// maps to (crate::idrange). Written before the namespace exists; nothing on the host is removed at
+    /// release (the namespace ends with the session's last process), the range is only free again.
+    IdRange { base: u32, count: u32 },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -33,7 +33,28 @@ struct InitConfig {
     hostname: String,
     exe: PathBuf,
     session: String,
+    /// A session in its own user namespace (crate::idrange): the init makes it last, as the range's root.
+    #[serde(default)]
+    id_range: Option<crate::record::IdRange>,
 }
+
+/// The per-user limits set in a session's own user namespace (/proc/sys/user/*, per user id inside;
+/// above them, the host's limits apply to the session as a whole, counted against the range's base id,
+/// the namespace's owner). drums(7) SECURITY lists them.
+pub const USERNS_LIMITS: &[(&str, u32)] = &[
+    ("max_inotify_instances", 128),
+    ("max_inotify_watches", 65536),
+    ("max_fanotify_groups", 16),
+    ("max_fanotify_marks", 8192),
+    ("max_user_namespaces", 32),
+    ("max_mnt_namespaces", 32),
+    ("max_pid_namespaces", 32),
+    ("max_net_namespaces", 32),
+    ("max_ipc_namespaces", 32),
+    ("max_uts_namespaces", 32),
+    ("max_cgroup_namespaces", 32),
+    ("max_time_namespaces", 32),
+];
 
 pub struct NsOptions {
     pub hostname: Option<String>,
@@ -69,9 +90,14 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
     }
     let exe = crate::runtime::inside("drums-ns");
 
+    let id_range = session.id_range;
     let (pid_r, pid_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
+    // A user namespace's handshake: the init says it made its namespace (uns), the creator writes the
+    // maps and the limits and says so (mapped).
+    let (uns_r, uns_w) = pipe()?;
+    let (mapped_r, mapped_w) = pipe()?;
     // Single-threaded here: no runtime has been started yet, so fork is safe.
     match unsafe { libc::fork() } {
         -1 => return Err(Error::failed(format!("fork: {}", std::io::Error::last_os_error()))),
@@ -79,12 +105,16 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
             drop(pid_r);
             drop(go_w);
             drop(status_r);
-            unsafe { child_unshare_and_fork(pid_w, go_r, status_w) }
+            drop(uns_r);
+            drop(mapped_w);
+            unsafe { child_unshare_and_fork(pid_w, go_r, status_w, Userns { made: uns_w, mapped: mapped_r }) }
         }
         child => {
             drop(pid_w);
             drop(go_r);
             drop(status_w);
+            drop(uns_w);
+            drop(mapped_r);
             let mut buf = [0u8; 4];
             let got = std::fs::File::from(pid_r).read_exact(&mut buf);
             let mut st = 0;
@@ -101,10 +131,18 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
             // The policy before the init runs anything: its resolv.conf and route are there from the start.
             crate::net::egress::apply(&ledger, session, &opts.net, crate::nsenter::NsFile::open(init_pid, crate::nsenter::Kind::Net)?)?;
 
-            let cfg = InitConfig { merged, hostname: hostname.clone(), exe, session: session.id.clone() };
+            let cfg = InitConfig { merged, hostname: hostname.clone(), exe, session: session.id.clone(), id_range };
             let mut go = std::fs::File::from(go_w);
             go.write_all(&serde_json::to_vec(&cfg).expect("config serializes")).map_err(|e| Error::failed(format!("start the session init: {e}")))?;
             drop(go);
+            let mut made = [0u8; 1];
+            if let (Some(r), Ok(())) = (id_range.as_ref(), std::fs::File::from(uns_r).read_exact(&mut made)) {
+                crate::idrange::write_maps(init_pid, r)?;
+                set_userns_limits(init_pid)?;
+                std::fs::File::from(mapped_w).write_all(b"m").map_err(|e| Error::failed(format!("tell the session init its namespace is mapped: {e}")))?;
+            } else {
+                drop(mapped_w);
+            }
             let mut err = String::new();
             let _ = std::fs::File::from(status_r).read_to_string(&mut err);
             if !err.is_empty() {
@@ -133,8 +171,48 @@ pub fn inodes(pid: i32) -> Result<NsInodes> {
     })
 }
 
+/// Set USERNS_LIMITS in the user namespace of `pid`: a forked child joins it (its /proc/sys/user shows
+/// the namespace of the reader) and writes them through the host's /proc.
+fn set_userns_limits(pid: i32) -> Result<()> {
+    let ns = crate::nsenter::NsFile::open(pid, crate::nsenter::Kind::User)?;
+    let files: Vec<(CString, String)> = USERNS_LIMITS.iter().map(|(f, v)| (CString::new(format!("/proc/sys/user/{f}")).expect("no NUL"), v.to_string())).collect();
+    match unsafe { libc::fork() } {
+        -1 => Err(Error::failed(format!("fork: {}", std::io::Error::last_os_error()))),
+        0 => unsafe {
+            if ns.enter().is_err() {
+                libc::_exit(100);
+            }
+            for (i, (f, v)) in files.iter().enumerate() {
+                let fd = libc::open(f.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 || libc::write(fd, v.as_ptr().cast(), v.len()) != v.len() as isize {
+                    libc::_exit(1 + i as i32);
+                }
+                libc::close(fd);
+            }
+            libc::_exit(0)
+        },
+        child => {
+            let mut st = 0;
+            unsafe { libc::waitpid(child, &mut st, 0) };
+            let code = if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { -1 };
+            match code {
+                0 => Ok(()),
+                100 => Err(Error::failed(format!("join the user namespace of the session init {pid} to set its limits"))),
+                n if n >= 1 && (n as usize) <= USERNS_LIMITS.len() => Err(Error::failed(format!("set /proc/sys/user/{} in the session's user namespace", USERNS_LIMITS[n as usize - 1].0))),
+                n => Err(Error::failed(format!("the limits helper ended with {n}"))),
+            }
+        }
+    }
+}
+
+/// The init's ends of the user namespace handshake (used only when the go message names an id range).
+struct Userns {
+    made: OwnedFd,
+    mapped: OwnedFd,
+}
+
 /// In the forked child: new session, new namespaces, fork PID 1, report its pid, exit.
-unsafe fn child_unshare_and_fork(pid_w: OwnedFd, go_r: OwnedFd, status_w: OwnedFd) -> ! {
+unsafe fn child_unshare_and_fork(pid_w: OwnedFd, go_r: OwnedFd, status_w: OwnedFd, userns: Userns) -> ! {
     libc::setsid();
     let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET;
     if libc::unshare(flags) != 0 {
@@ -145,7 +223,7 @@ unsafe fn child_unshare_and_fork(pid_w: OwnedFd, go_r: OwnedFd, status_w: OwnedF
         -1 => libc::_exit(1),
         0 => {
             drop(pid_w);
-            let code = match init_stage1(go_r, &status_w) {
+            let code = match init_stage1(go_r, &status_w, userns) {
                 Ok(never) => match never {},
                 Err(e) => {
                     let _ = std::fs::File::from(status_w).write_all(e.as_bytes());
@@ -164,7 +242,7 @@ unsafe fn child_unshare_and_fork(pid_w: OwnedFd, go_r: OwnedFd, status_w: OwnedF
 enum Never {}
 
 /// PID 1 before exec: wait for the go message, build the root, exec `drums-ns init`.
-fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, String> {
+fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd, userns: Userns) -> std::result::Result<Never, String> {
     let mut msg = Vec::new();
     std::fs::File::from(go_r).read_to_end(&mut msg).map_err(|e| format!("read go message: {e}"))?;
     if msg.is_empty() {
@@ -225,6 +303,11 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
         unsafe { libc::dup2(null.as_raw_fd(), fd) };
     }
     drop(null);
+    if let Some(r) = cfg.id_range {
+        enter_own_userns(&r, userns)?;
+    } else {
+        drop(userns);
+    }
     // The boundary, last: every process of the session descends from this one and inherits it
     // (crate::boundary). The filter first, while the init still has CAP_SYS_ADMIN to install it without
     // no-new-privileges.
@@ -238,6 +321,35 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd) -> std::result::Result<Never, 
     let env = [CString::new("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").unwrap()];
     let err = nix::unistd::execve(&exe, &args, &env).unwrap_err();
     Err(format!("exec {} in the new root: {err}", cfg.exe.display()))
+}
+
+/// What the init made as host root, given to the range's root (id 0 inside) before it becomes it.
+const MADE_BY_INIT: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/pts", "/dev/shm", "/dev/ptmx", "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr", EMPTY_DIR, "/etc/hostname", "/etc/machine-id"];
+
+/// The init's last step as host root, for a session in its own user namespace: hand what it made to the
+/// range's root, become the range's root (base) on the host, unshare the user namespace (owned by base,
+/// so the kernel's per-user counts of everything inside are charged to base at the host's level), and
+/// wait until the creator has written the maps and limits. Every other namespace stays owned by the
+/// host's user namespace: root inside holds capabilities over nothing but its own user namespace.
+fn enter_own_userns(r: &crate::record::IdRange, userns: Userns) -> std::result::Result<(), String> {
+    for p in MADE_BY_INIT {
+        std::os::unix::fs::lchown(p, Some(r.base), Some(r.base)).map_err(|x| format!("chown {p}: {x}"))?;
+    }
+    let base = r.base;
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(base, base, base) != 0 || libc::setresuid(base, base, base) != 0 {
+            return Err(format!("become host id {base}: {}", std::io::Error::last_os_error()));
+        }
+        if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+            return Err(format!("unshare(CLONE_NEWUSER) as host id {base}: {}", std::io::Error::last_os_error()));
+        }
+    }
+    std::fs::File::from(userns.made).write_all(b"u").map_err(|x| format!("report the user namespace: {x}"))?;
+    let mut b = [0u8; 1];
+    std::fs::File::from(userns.mapped).read_exact(&mut b).map_err(|x| format!("the creator did not map the user namespace: {x}"))?;
+    // Mapped: this process is id 0 inside, with every capability in its own user namespace (the
+    // boundary below then drops what a session may not have, as for any session).
+    Ok(())
 }
 
 /// Files of /proc that show or change the host (the kernel's memory, its symbols and timers, the magic

@@ -16,6 +16,8 @@ pub enum Kind {
     Net,
     Pid,
     Mnt,
+    /// Only a session made with `drums-overlay create --userns` has one of its own.
+    User,
 }
 
 impl Kind {
@@ -27,6 +29,7 @@ impl Kind {
             Kind::Net => "net",
             Kind::Pid => "pid",
             Kind::Mnt => "mnt",
+            Kind::User => "user",
         }
     }
     fn clone_flag(self) -> libc::c_int {
@@ -36,6 +39,7 @@ impl Kind {
             Kind::Net => libc::CLONE_NEWNET,
             Kind::Pid => libc::CLONE_NEWPID,
             Kind::Mnt => libc::CLONE_NEWNS,
+            Kind::User => libc::CLONE_NEWUSER,
         }
     }
     /// How error messages name it.
@@ -46,6 +50,7 @@ impl Kind {
             Kind::Net => "network",
             Kind::Pid => "PID",
             Kind::Mnt => "mount",
+            Kind::User => "user",
         }
     }
 }

@@ -17,6 +17,10 @@ pub struct OverlayOptions {
     pub layers: Vec<PathBuf>,
     pub tmpfs_bytes: u64,
     pub ttl_s: Option<u64>,
+    /// Make the session for a user namespace of its own (drums(7) SECURITY): allocate its host id range
+    /// (crate::idrange, ledgered first), show the layers through idmapped mounts, and own its upper by
+    /// the range.
+    pub userns: bool,
 }
 
 /// Make a new session: its state directory and ledger first, then the tmpfs and the overlay of its root
@@ -35,8 +39,10 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
     let runtime = crate::runtime::beside_me()?;
     let ledger = Ledger::create(&dir, &id, owner.clone(), opts.ttl_s)?;
     ledger.phase("creating")?;
-    let overlay = mount_root(&ledger, &dir, &Lowers { layers: &opts.layers, mapped: None, runtime: &runtime, image: &image }, opts.tmpfs_bytes, OWN_DIRS, &[])?;
-    Ok(Session { overlay: Some(overlay), ..Session::new(id, dir, owner, opts.ttl_s) })
+    let id_range = if opts.userns { Some(crate::idrange::allocate(&ledger)?) } else { None };
+    let lowers = Lowers { layers: &opts.layers, mapped: None, runtime: &runtime, image: &image, id_range: id_range.as_ref() };
+    let overlay = mount_root(&ledger, &dir, &lowers, opts.tmpfs_bytes, OWN_DIRS, &[])?;
+    Ok(Session { overlay: Some(overlay), id_range, ..Session::new(id, dir, owner, opts.ttl_s) })
 }
 
 /// Directories of a new session's root that show nothing of the layers below (overlayfs "opaque"
@@ -58,6 +64,10 @@ pub struct Lowers<'a> {
     pub mapped: Option<&'a Path>,
     pub runtime: &'a crate::runtime::RuntimeRef,
     pub image: &'a crate::image::ImageRef,
+    /// A session in its own user namespace: the lowers are mounted through idmapped mounts of this range
+    /// at `<dir>/lowerN` (ledgered first), and the upper and its own directories belong to the range's
+    /// root. On disk every layer stays owned by host root; nothing is copied or chowned for this.
+    pub id_range: Option<&'a crate::record::IdRange>,
 }
 
 /// Mount a tmpfs at `<dir>/rw` (upper and work) and the overlay at `<dir>/root`, each ledgered first.
@@ -74,9 +84,17 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, lowers: &Lowers, tmpfs_bytes: u64
     let (upper, work) = (rw.join("upper"), rw.join("work"));
     std::fs::create_dir(&upper).ctx("create directory", &upper)?;
     std::fs::create_dir(&work).ctx("create directory", &work)?;
+    let owned_by_range = |p: &Path| -> Result<()> {
+        match lowers.id_range {
+            Some(r) => std::os::unix::fs::lchown(p, Some(r.base), Some(r.base)).ctx("chown", p),
+            None => Ok(()),
+        }
+    };
+    owned_by_range(&upper)?;
     for d in own_dirs {
         let p = upper.join(d);
         std::fs::create_dir_all(&p).ctx("create directory", &p)?;
+        owned_by_range(&p)?;
         xattr_set(&p, c"trusted.overlay.opaque", b"y")?;
         if STICKY_DIRS.contains(d) {
             std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).ctx("chmod", &p)?;
@@ -99,12 +117,23 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, lowers: &Lowers, tmpfs_bytes: u64
     let merged = dir.join("root");
     ledger.create_res(Resource::Mount { path: merged.clone() })?;
     std::fs::create_dir(&merged).ctx("create directory", &merged)?;
-    let mut lower: Vec<String> = copies.iter().map(|l| escape(l)).collect();
+    let mut lower_dirs: Vec<PathBuf> = copies.clone();
     if let Some(m) = lowers.mapped {
-        lower.push(escape(m));
+        lower_dirs.push(m.to_path_buf());
     }
-    lower.push(escape(&lowers.runtime.layer));
-    lower.push(escape(&lowers.image.root));
+    lower_dirs.push(lowers.runtime.layer.clone());
+    lower_dirs.push(lowers.image.root.clone());
+    if let Some(r) = lowers.id_range {
+        let userns = crate::idrange::userns_fd(r)?;
+        for (i, l) in lower_dirs.iter_mut().enumerate() {
+            let at = dir.join(format!("lower{i}"));
+            ledger.create_res(Resource::Mount { path: at.clone() })?;
+            std::fs::create_dir(&at).ctx("create directory", &at)?;
+            crate::idrange::idmapped_bind(l, &at, &userns)?;
+            *l = at;
+        }
+    }
+    let lower: Vec<String> = lower_dirs.iter().map(|l| escape(l)).collect();
     // redirect_dir=on: renaming a directory that comes from a lower layer (a task's directory in the
     // checkpoint layer, an image directory) fails with EXDEV without it, and this kernel's default is off.
     let data = format!("lowerdir={},upperdir={},workdir={},redirect_dir=on", lower.join(":"), escape(&upper), escape(&work));

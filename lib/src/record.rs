@@ -62,6 +62,26 @@ pub struct NsInodes {
     pub uts: u64,
 }
 
+/// A block of host user and group ids that a session's user namespace maps its ids 0..count to
+/// (crate::idrange): id N inside is host id base+N, for user and group ids alike.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IdRange {
+    pub base: u32,
+    pub count: u32,
+}
+
+impl IdRange {
+    /// The host id of id `inside`, if the range maps it.
+    pub fn host(&self, inside: u32) -> Option<u32> {
+        (inside < self.count).then(|| self.base + inside)
+    }
+    /// Whether the two ranges share an id.
+    pub fn overlaps(&self, first: u64, count: u64) -> bool {
+        let (a, b) = (self.base as u64, self.base as u64 + self.count as u64);
+        first < b && a < first + count
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Namespaces {
     /// Host PID of the session's init (PID 1 inside).
@@ -208,6 +228,10 @@ pub struct Session {
     /// What drums-reseed changed to make a restored sibling unique; absent: not reseeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reseed: Option<Reseed>,
+    /// The host id range of a session in its own user namespace (`drums-overlay create --userns`);
+    /// absent: the session shares the host's user namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_range: Option<IdRange>,
     /// Members written by stages this version does not know, kept as they are.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -538,6 +562,7 @@ impl Session {
             egress: None,
             restore: None,
             reseed: None,
+            id_range: None,
             extra: Default::default(),
         }
     }

@@ -69,7 +69,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     crate::image::check(image, "image")?;
     crate::runtime::check(runtime, "runtime")?;
     let mapped = c.mapped.as_ref().map(|m| crate::mapped::layer_of(&m.dir));
-    let lowers = crate::overlay::Lowers { layers: &layers, mapped: mapped.as_deref(), runtime, image };
+    let lowers = crate::overlay::Lowers { layers: &layers, mapped: mapped.as_deref(), runtime, image, id_range: None };
     let overlay = crate::overlay::mount_root(ledger, &s.state_dir, &lowers, o.tmpfs_bytes, &[], &c.write_open)?;
     drop(_use);
     let merged = overlay.merged.clone();

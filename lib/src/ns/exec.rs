@@ -249,7 +249,13 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
     }
     fill_standard_streams();
     use crate::nsenter::{Kind, NsFile};
-    let ns_files = [Kind::Ipc, Kind::Uts, Kind::Net, Kind::Pid, Kind::Mnt].map(|k| NsFile::open(ns.init_pid, k)).into_iter().collect::<Result<Vec<_>>>()?;
+    let mut ns_files = [Kind::Ipc, Kind::Uts, Kind::Net, Kind::Pid, Kind::Mnt].map(|k| NsFile::open(ns.init_pid, k)).into_iter().collect::<Result<Vec<_>>>()?;
+    // A session in its own user namespace (crate::idrange): that one last, while this process still has
+    // the host's capabilities the others need; then it becomes the namespace's root (host id base).
+    let own_userns = session.id_range.is_some();
+    if own_userns {
+        ns_files.push(NsFile::open(ns.init_pid, Kind::User)?);
+    }
     // Everything the child needs is prepared before fork: no allocation after it.
     let cargs: Vec<CString> = argv.iter().map(|a| CString::new(a.as_str())).collect::<std::result::Result<_, _>>().map_err(|_| Error::bad_input("argument with NUL"))?;
     let mut env: Vec<(String, String)> = vec![("PATH".into(), DEFAULT_PATH.into()), ("HOME".into(), "/root".into()), ("TERM".into(), "xterm".into())];
@@ -297,6 +303,9 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
                 libc::_exit(126);
             }
             drop(ns_files);
+            if own_userns && (libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(0, 0, 0) != 0 || libc::setresuid(0, 0, 0) != 0) {
+                libc::_exit(126);
+            }
             // The session's boundary (crate::boundary), before anything of the session can see this
             // process: the same filter and capabilities as the session's init gave everything else.
             if seccomp.install().is_err() || crate::boundary::drop_capabilities(last_cap).is_err() {

@@ -1,0 +1,254 @@
+//! Sessions in a user namespace of their own (`drums-overlay create --userns`, issue 27), tried from the
+//! attacker's side: ids inside and on the host, a host file and host processes out of session root's
+//! reach, and one session that takes every per-user kernel resource it can while another session, the
+//! host's uid 1000 and a new cold start go on.
+
+use drums::record::Session;
+use drums_tests::*;
+use std::os::unix::fs::MetadataExt;
+use std::process::Command;
+use std::time::Duration;
+
+/// A cold session in its own user namespace (pipelines/cold.sh with DRUMS_OVERLAY_ARGS=--userns).
+fn userns_session(guard: &mut Sessions) -> (String, Session) {
+    let o = Command::new(repo_root().join("pipelines/cold.sh"))
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .env("DRUMS_OVERLAY_ARGS", "--userns")
+        .output()
+        .unwrap();
+    guard.add(&text(&o.stdout));
+    assert!(o.status.success(), "cold.sh --userns: {}", text(&o.stderr));
+    let line = text(&o.stdout).trim().to_string();
+    let rec: Session = one(&line);
+    assert!(rec.id_range.is_some(), "the record names its id range: {line}");
+    (line, rec)
+}
+
+fn exec(rec: &str, user: Option<&str>, script: &str) -> std::process::Output {
+    let mut args = vec!["exec"];
+    if let Some(u) = user {
+        args.extend(["--user", u]);
+    }
+    args.extend(["--", "sh", "-c", script]);
+    run("drums-ns", &args, rec)
+}
+
+#[test]
+fn ids_inside_are_unprivileged_ids_on_the_host() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (line, rec) = userns_session(&mut guard);
+    let r = rec.id_range.unwrap();
+    let (a, b) = (userns_session(&mut guard).1.id_range.unwrap(), r);
+    assert!(!a.overlaps(b.base as u64, b.count as u64), "two live sessions share no id: {a:?} {b:?}");
+
+    // Inside: 0 and 1000.
+    let o = exec(&line, None, "ls -lnd /etc/passwd /home/user; id -u; ps -o user= -C Xvfb");
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let owners: Vec<(String, String)> = out.lines().take(2).map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f[2].to_string(), f[3].to_string())
+    }).collect();
+    assert_eq!(owners, vec![("0".into(), "0".into()), ("1000".into(), "1000".into())], "ls -ln inside: {out}");
+    assert_eq!(out.lines().nth(2), Some("0"), "exec runs as root inside: {out}");
+    assert_eq!(out.lines().nth(3).map(str::trim), Some("user"), "the desktop runs as user: {out}");
+
+    // The same files from the host belong to the range; the session's processes run with its ids.
+    let merged = &rec.overlay.as_ref().unwrap().merged;
+    assert_eq!(std::fs::metadata(merged.join("etc/passwd")).unwrap().uid(), r.base);
+    let home = std::fs::metadata(merged.join("home/user")).unwrap();
+    assert_eq!((home.uid(), home.gid()), (r.base + 1000, r.base + 1000));
+    let init = rec.ns.as_ref().unwrap().init_pid;
+    assert_eq!(std::fs::metadata(format!("/proc/{init}")).unwrap().uid(), r.base, "the session's init is the range's root on the host");
+    assert_eq!(std::fs::read_to_string(format!("/proc/{init}/uid_map")).unwrap().split_whitespace().collect::<Vec<_>>(), vec!["0".to_string(), r.base.to_string(), r.count.to_string()]);
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = p.file_name().to_string_lossy().parse::<i32>() else { continue };
+        if drums::proc::ns_inode(pid, "pid").ok() == Some(rec.ns.as_ref().unwrap().inodes.pid) {
+            if let Ok(m) = std::fs::metadata(p.path()) {
+                assert!(m.uid() >= r.base && m.uid() < r.base + r.count, "process {pid} of the session runs as host uid {}", m.uid());
+            }
+        }
+    }
+
+    // A host file of uid 1000 (mode 0600) put in the session's tree: session root cannot read it,
+    // chmod it or chown it (in a session without a user namespace, root reads it).
+    let victim = merged.join("tmp/host-secret");
+    std::fs::write(&victim, b"host uid 1000's secret\n").unwrap();
+    std::os::unix::fs::chown(&victim, Some(1000), Some(1000)).unwrap();
+    std::fs::set_permissions(&victim, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let o = exec(&line, None, "ls -ln /tmp/host-secret; cat /tmp/host-secret; echo cat=$?; chmod 666 /tmp/host-secret; echo chmod=$?; chown 0 /tmp/host-secret; echo chown=$?; echo x >> /tmp/host-secret; echo write=$?");
+    let out = text(&o.stdout);
+    assert!(!out.contains("uid 1000's"), "session root read the host's file: {out}");
+    for step in ["cat", "chmod", "chown", "write"] {
+        assert!(out.lines().any(|l| l.starts_with(&format!("{step}=")) && !l.ends_with("=0")), "{step} succeeded: {out}{}", text(&o.stderr));
+    }
+    assert!(out.contains(" 65534 65534 "), "the host's uid 1000 is no id inside: {out}");
+    let m = std::fs::metadata(&victim).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o7777, std::fs::read(&victim).unwrap()), (1000, 0o600, b"host uid 1000's secret\n".to_vec()));
+
+    // Host processes (host root and host uid 1000) put in the session's PID namespace: visible, and
+    // session root cannot signal them.
+    let mut hosts = vec![];
+    for ids in [None, Some("1000")] {
+        let mut c = Command::new("nsenter");
+        c.args(["--target", &init.to_string(), "--pid", "--mount"]);
+        if let Some(u) = ids {
+            c.args(["-S", u, "-G", u]);
+        }
+        hosts.push(c.args(["--", "sleep", "61.5"]).spawn().unwrap());
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let o = exec(&line, None, "for p in $(pgrep -f '^sleep 61.5'); do kill -KILL $p; echo kill $p=$?; done");
+    let out = text(&o.stdout);
+    assert_eq!(out.lines().filter(|l| l.starts_with("kill ")).count(), 2, "both host processes are seen: {out}{}", text(&o.stderr));
+    assert!(out.lines().filter(|l| l.starts_with("kill ")).all(|l| !l.ends_with("=0")), "session root signalled a host process: {out}");
+    for mut h in hosts {
+        assert!(h.try_wait().unwrap().is_none(), "a host process died");
+        let _ = h.kill();
+        let _ = h.wait();
+    }
+    std::fs::remove_file(&victim).unwrap();
+
+    // drums-ckpt refuses such a session, with its exit code and nothing made.
+    let o = run("drums-ckpt", &["--leave-running"], &line);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert_eq!(error_record(&o.stderr).kind, "not_implemented");
+}
+
+/// As `user`: takes every inotify instance and watch, epoll watch (up to 524288: kernel memory), message-queue byte, pending
+/// realtime signal, pipe page and AIO context it can, prints what it got as JSON on one line, then holds it.
+const HOG: &str = r#"
+import ctypes, errno, fcntl, json, os, resource, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+rep, held = {}, []
+def take(name, f, limit):
+    n, err = 0, None
+    try:
+        while n < limit:
+            f(); n += 1
+    except OSError as e:
+        err = errno.errorcode.get(e.errno, e.errno)
+    rep[name] = [n, err]
+def chk(r, what):
+    if r < 0:
+        e = ctypes.get_errno(); raise OSError(e, what)
+    return r
+take("inotify_instances", lambda: held.append(chk(libc.inotify_init1(0), "inotify_init1")), 1 << 20)
+ino = held[0] if held else chk(libc.inotify_init1(0), "inotify_init1")
+os.makedirs("/tmp/hog", exist_ok=True)
+def watch(i=[0]):
+    p = f"/tmp/hog/{i[0]}".encode(); i[0] += 1
+    open(p, "w").close()
+    chk(libc.inotify_add_watch(ino, p, 0x2), "inotify_add_watch")
+take("inotify_watches", watch, 1 << 20)
+pipes = [os.pipe() for _ in range(1000)]
+def ep(state={"ep": None, "i": 0}):
+    if state["i"] % 1000 == 0:
+        state["ep"] = chk(libc.epoll_create1(0), "epoll_create1")
+    ev = (ctypes.c_uint8 * 12)(1)
+    chk(libc.epoll_ctl(state["ep"], 1, pipes[state["i"] % 1000][0], ev), "epoll_ctl")
+    state["i"] += 1
+take("epoll_watches", ep, 1 << 19)
+class MqAttr(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long), ("cur", ctypes.c_long), ("pad", ctypes.c_long * 4)]
+def mq(i=[0]):
+    a = MqAttr(0, 10, 8192, 0)
+    i[0] += 1
+    chk(libc.mq_open(f"/hog{i[0]}".encode(), os.O_CREAT | os.O_RDWR, 0o600, ctypes.byref(a)), "mq_open")
+take("mqueues_of_80k", mq, 1 << 16)
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+# sigqueue, not kill: a kill() past the limit is dropped silently, a sigqueue() fails with EAGAIN.
+take("pending_signals", lambda: chk(libc.sigqueue(os.getpid(), signal.SIGRTMIN, ctypes.c_void_p(0)), "sigqueue"), 1 << 20)
+def pipe_pages():
+    r, w = os.pipe()
+    fcntl.fcntl(w, 1031, 1 << 20)
+take("pipes_of_1m", pipe_pages, 1 << 16)
+ctx = ctypes.c_ulong(0)
+take("aio_contexts", lambda: chk(libc.syscall(206, 65536, ctypes.byref(ctx)), "io_setup"), 1)
+print(json.dumps(rep), flush=True)
+while True:
+    time.sleep(60)
+"#;
+
+/// As `user`: one of each; prints `ok` or the first failure.
+const PROBE: &str = r#"
+import ctypes, fcntl, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+def chk(r, what):
+    if r < 0:
+        raise SystemExit(f"{what}: {os.strerror(ctypes.get_errno())}")
+    return r
+ino = chk(libc.inotify_init1(0), "inotify_init1")
+chk(libc.inotify_add_watch(ino, b"/tmp", 0x2), "inotify_add_watch")
+ep = chk(libc.epoll_create1(0), "epoll_create1")
+r, w = os.pipe()
+chk(libc.epoll_ctl(ep, 1, r, (ctypes.c_uint8 * 12)(1)), "epoll_ctl")
+class MqAttr(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long), ("cur", ctypes.c_long), ("pad", ctypes.c_long * 4)]
+name = f"/probe{os.getpid()}".encode()
+chk(libc.mq_open(name, os.O_CREAT | os.O_RDWR, 0o600, ctypes.byref(MqAttr(0, 10, 8192, 0))), "mq_open")
+libc.mq_unlink(name)
+try:
+    fcntl.fcntl(w, 1031, 1 << 20)
+except OSError as e:
+    raise SystemExit(f"F_SETPIPE_SZ: {e}")
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+chk(libc.sigqueue(os.getpid(), signal.SIGRTMIN, ctypes.c_void_p(0)), "sigqueue")
+print("ok")
+"#;
+
+#[test]
+fn a_session_that_takes_every_per_user_resource_leaves_the_others_alone() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (hog_line, _) = userns_session(&mut guard);
+    let (other_line, other) = userns_session(&mut guard);
+
+    let log_arg = "/tmp/hog.log";
+    let o = run("drums-ns", &["exec", "--user", "user", "--detach", "--log", log_arg, "--", "python3", "-c", HOG], &hog_line);
+    assert!(o.status.success(), "start the hog: {}", text(&o.stderr));
+    let hog_rec: Session = one(&hog_line);
+    let log = hog_rec.overlay.as_ref().unwrap().merged.join("tmp/hog.log");
+    let mut report = String::new();
+    for _ in 0..600 {
+        report = std::fs::read_to_string(&log).unwrap_or_default();
+        if report.contains('}') || report.contains("Traceback") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let got: serde_json::Value = serde_json::from_str(report.trim()).unwrap_or_else(|e| panic!("the hog's report: {e}: {report}"));
+    eprintln!("the hog took: {got}");
+    for (k, want_err) in [("inotify_instances", "EMFILE"), ("inotify_watches", "ENOSPC"), ("mqueues_of_80k", "EMFILE"), ("pending_signals", "EAGAIN"), ("pipes_of_1m", "EPERM"), ("aio_contexts", "EPERM")] {
+        assert_eq!(got[k][1], want_err, "{k}: the hog stopped at its limit: {got}");
+    }
+    assert!(got["inotify_instances"][0].as_u64().unwrap() >= 10 && got["pending_signals"][0].as_u64().unwrap() >= 1000, "{got}");
+    assert_eq!(got["aio_contexts"][0], 0, "AIO contexts (a host-wide pool) are closed to sessions: {got}");
+
+    // The other session: its guest answers, it starts programs that take one of each, it stays ready.
+    let url = other.desktop.as_ref().unwrap().guest_url.clone().expect("a guest");
+    let (status, body) = http("POST", &format!("{url}/execute"), Some(&serde_json::json!({"command": "id -un", "shell": true})), Duration::from_secs(20));
+    assert_eq!(status, 200, "the other session's guest: {body}");
+    assert!(body.contains("user"), "{body}");
+    let o = run("drums-ns", &["exec", "--user", "user", "--", "python3", "-c", PROBE], &other_line);
+    assert_eq!(text(&o.stdout).trim(), "ok", "the other session as user: {}{}", text(&o.stdout), text(&o.stderr));
+    let o = run("drums-ready", &[], &other_line);
+    assert!(o.status.success(), "the other session stays agent-ready: {}", text(&o.stderr));
+
+    // The host's uid 1000 too.
+    let o = Command::new("setpriv").args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "/usr/bin/python3", "-c", PROBE]).current_dir("/").output().unwrap();
+    assert_eq!(text(&o.stdout).trim(), "ok", "host uid 1000: {}{}", text(&o.stdout), text(&o.stderr));
+
+    // And a new cold start becomes ready while the hog holds everything.
+    let t = std::time::Instant::now();
+    let (_, fresh) = userns_session(&mut guard);
+    eprintln!("a cold --userns start beside the hog: {:.2} s", t.elapsed().as_secs_f64());
+    let o = run("drums-ns", &["exec", "--user", "user", "--", "python3", "-c", PROBE], &json(&fresh));
+    assert_eq!(text(&o.stdout).trim(), "ok", "the new session as user: {}{}", text(&o.stdout), text(&o.stderr));
+}
