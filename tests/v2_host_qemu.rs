@@ -10,7 +10,7 @@
 //! filler SIGKILLed while it restores and the sweep of what it left, then a census of cgroups, mounts,
 //! ledgers, links and processes that must be empty. This test parses its `DRUMS-V2` console lines.
 //!
-//! Ignored: it takes about 15 minutes on this 2-core machine (README, "Hosts"). Run it, as root, after a
+//! Ignored: it takes 15 to 18 minutes on this 2-core machine (README, "Hosts"). Run it, as root, after a
 //! release build:
 //!     cargo test --release -p drums-tests --test v2_host_qemu -- --ignored --test-threads=1
 //! Needs what pipelines/setup.sh installs (qemu-system-x86, busybox-static, cpio) and the guest kernel of
@@ -73,7 +73,7 @@ fn check_limits(line: &str, what: &str) {
 }
 
 #[test]
-#[ignore = "about 7 min under QEMU TCG: cargo test --release -p drums-tests --test v2_host_qemu -- --ignored"]
+#[ignore = "5 to 11 min under QEMU TCG: cargo test --release -p drums-tests --test v2_host_qemu -- --ignored"]
 fn session_life_on_a_cgroup_v2_only_guest() {
     session_life(false);
 }
@@ -81,7 +81,7 @@ fn session_life_on_a_cgroup_v2_only_guest() {
 /// The same life with the host's systemd as the guest's PID 1: Drums' cgroups must all be made in the
 /// subtree pipelines/drums-cgroups.service delegates (Delegate=cpu memory pids), nothing at the root.
 #[test]
-#[ignore = "about 7 min under QEMU TCG: cargo test --release -p drums-tests --test v2_host_qemu -- --ignored"]
+#[ignore = "5 to 11 min under QEMU TCG: cargo test --release -p drums-tests --test v2_host_qemu -- --ignored"]
 fn session_life_under_systemd_in_its_delegated_subtree() {
     session_life(true);
 }
