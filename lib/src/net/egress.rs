@@ -15,7 +15,8 @@
 //!   is refused, never routed another way;
 //! - the session's resolver, a dnsmasq on the host end of its link (its pid in the state directory's
 //!   `resolver.pid`), which answers only what the policy allows and, for allow lists, puts the addresses
-//!   it hands out into the table's set `resolved`, the only addresses (with the allowed networks) that
+//!   it hands out into the table's set `resolved` (the set's timeout, crate::net::audit::TTL_FLOOR_S,
+//!   which the auditor raises to the answer's TTL), the only addresses (with the allowed networks) that
 //!   are forwarded;
 //! - the session's connection auditor (crate::net::audit), its pid in the state directory's `audit.pid`.
 //! Removing the resource (destroy, the sweep, a policy change) undoes all four; each step is idempotent.
@@ -171,6 +172,12 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
         _ => format!("    ip daddr @allowed ct state new counter name conns_out\n    ip daddr @allowed meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n    ip daddr @resolved ct state new counter name conns_out\n    ip daddr @resolved meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n"),
     };
     let group = super::audit::nflog_group(slot);
+    // An allow list's resolver answers go to the auditor too, which keeps their addresses in `resolved`
+    // for as long as each answer is valid (crate::net::audit).
+    let dns_log = match policy {
+        Policy::Allow(_) => format!("    oifname \"{hif}\" meta l4proto {{ tcp, udp }} th sport 53 log group {}\n", super::audit::answers_group(slot)),
+        _ => String::new(),
+    };
     format!(
         r#"table inet {t} {{
   counter bytes_out {{ }}
@@ -193,6 +200,8 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
   }}
   set resolved {{
     type ipv4_addr
+    flags timeout
+    timeout {floor}s
   }}
   chain refuse {{
     counter name refused
@@ -224,7 +233,7 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
   chain output {{
     type filter hook output priority filter - 1; policy accept;
     oifname "{hif}" ct state new counter name conns_in
-  }}
+{dns_log}  }}
   chain prerouting {{
     type nat hook prerouting priority dstnat; policy accept;
     iifname "{hif}" ip daddr {RESOLVER_ADDR} meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {host}
@@ -236,6 +245,7 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
 }}
 "#,
         exc = set_elems(&exc),
+        floor = super::audit::TTL_FLOOR_S,
         nets = set_elems(&nets),
     )
 }
@@ -405,6 +415,8 @@ pub fn resolver_args(state_dir: &Path, slot: u32, policy: &Policy, upstream: &[I
         Policy::Allow(list) => {
             // Everything the list does not name: no such domain.
             a.push("--address=/#/".into());
+            // No answer's TTL exceeds the cap for which its addresses are allowed (crate::net::audit).
+            a.push(format!("--max-ttl={}", super::audit::TTL_CAP_S));
             for e in list {
                 match e {
                     Allow::Name(n) => {
@@ -626,7 +638,10 @@ mod tests {
         assert!(a.contains("--server=/*.cdn.example.net/198.51.100.53@10.77.0.13"), "{a}");
         assert!(a.contains("--nftset=/example.org/4#inet#drums_net_3#resolved"), "{a}");
         assert!(a.contains("--nftset=/cdn.example.net/4#inet#drums_net_3#resolved"), "{a}");
+        assert!(a.contains("--max-ttl=3600"), "{a}");
         let t = table_text(3, &p, "up0", &[]);
         assert!(t.contains("iifname \"drums3\" jump egress"), "{t}");
+        assert!(t.contains("th sport 53 log group 40003") && t.contains("timeout 60s"), "{t}");
+        assert!(!table_text(3, &Policy::Internet, "up0", &[]).contains("log group 4"));
     }
 }
