@@ -442,3 +442,49 @@ fn an_allow_lists_addresses_expire_with_the_answers_ttl() {
     loads(&s, short_ip);
     refused(&s, long_ip);
 }
+
+/// A bandwidth cap (`--net-rate`) holds a download to it, and it is the cap that does: the same session
+/// without it (drums-net set) downloads the same file faster than the cap.
+#[test]
+fn a_bandwidth_cap_holds_a_download_to_it() {
+    require_root();
+    let _lock = session_lock();
+    let _standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let ov = run_ok("drums-overlay", &["create"], "");
+    guard.add(&ov);
+    let cap: u64 = 8 << 20;
+    let mut args = net_args("internet");
+    args.extend(["--net-rate".to_string(), "8M".to_string()]);
+    let mut a = vec!["create"];
+    a.extend(args.iter().map(String::as_str));
+    let ns = run_ok("drums-ns", &a, &ov);
+    guard.0.clear();
+    guard.add(&ns);
+    let s: Session = one(&ns);
+    assert_eq!(s.egress.as_ref().unwrap().rate_bytes_s, Some(cap));
+    check_routes(&s);
+    let big = 100u64 * 1024 * 1024;
+    let secs = |s: &Session| -> f64 {
+        let (ok, secs, out) = fetch(s, "http://web.example.org/big.bin");
+        assert!(ok && out.contains(&format!(" {big} ")), "the 100 MiB download failed: {out}");
+        secs
+    };
+    let t = secs(&s);
+    let dropped = drums::net::egress::counters(s.net.as_ref().unwrap().slot).unwrap()["rate_dropped"].as_u64().unwrap();
+    // The kernel's bucket holds one second of the rate plus the burst (a quarter second's): at most
+    // cap * (t + 1.25) bytes pass in t seconds, so 100 MiB take at least (100 MiB / cap) - 1.25 s.
+    let least = big as f64 / cap as f64 - 1.25;
+    eprintln!("capped at {cap} B/s: {t:.2} s ({:.0} B/s; at least {least:.2} s), {dropped} B dropped over the cap", big as f64 / t);
+    assert!(t >= least * 0.98, "100 MiB in {t:.2} s under a cap of {cap} B/s (at least {least:.2} s)");
+    assert!(dropped > 0, "nothing was dropped over the cap");
+
+    let mut a = vec!["set", "--session", s.id.as_str()];
+    let args = net_args("internet");
+    a.extend(args.iter().map(String::as_str));
+    let s: Session = one(&run_ok("drums-net", &a, ""));
+    assert_eq!(s.egress.as_ref().unwrap().rate_bytes_s, None);
+    let free = secs(&s);
+    eprintln!("uncapped: {free:.2} s ({:.0} B/s)", big as f64 / free);
+    assert!(free < least / 1.5, "without the cap the download took {free:.2} s: too slow here to show the cap of {cap} B/s");
+}
