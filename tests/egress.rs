@@ -359,3 +359,132 @@ fn a_pool_filled_under_a_policy_hands_out_sessions_under_it() {
     refused(&s, "http://10.0.0.10/");
     refused(&s, "http://meta.example.org/");
 }
+
+/// The set's elements now: address -> seconds until it expires.
+fn resolved_expiry(s: &Session) -> std::collections::HashMap<String, u64> {
+    let t = drums::net::egress::table_name(s.net.as_ref().unwrap().slot);
+    let o = Command::new("nft").args(["-j", "list", "set", "inet", &t, "resolved"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("nft -j list set: {e}: {}", text(&o.stderr)));
+    let mut m = std::collections::HashMap::new();
+    for item in v["nftables"].as_array().unwrap() {
+        for e in item["set"]["elem"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            m.insert(e["elem"]["val"].as_str().unwrap_or_else(|| panic!("an element with no expiry: {e}")).to_string(), e["elem"]["expires"].as_u64().unwrap());
+        }
+    }
+    m
+}
+
+fn sleep_until(t: Instant) {
+    if let Some(d) = t.checked_duration_since(Instant::now()) {
+        std::thread::sleep(d);
+    }
+}
+
+/// An allow list is enforced on addresses for as long as the resolver's answer is valid: an address is
+/// let through for the answer's TTL, floored at TTL_FLOOR_S (60 s) and capped at TTL_CAP_S; once that
+/// has passed, the raw address is refused again until the name is resolved again. The stand-in answers
+/// short.example.org (198.51.100.11) with TTL 2 s and long.example.org (198.51.100.12) with 75 s.
+#[test]
+fn an_allow_lists_addresses_expire_with_the_answers_ttl() {
+    require_root();
+    let _lock = session_lock();
+    let _standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let ov = run_ok("drums-overlay", &["create"], "");
+    guard.add(&ov);
+    let args = net_args("allow:short.example.org,long.example.org");
+    let mut a = vec!["create"];
+    a.extend(args.iter().map(String::as_str));
+    let ns = run_ok("drums-ns", &a, &ov);
+    guard.0.clear();
+    guard.add(&ns);
+    let s: Session = one(&ns);
+    check_routes(&s);
+    let (short_ip, long_ip) = ("http://198.51.100.11/", "http://198.51.100.12/");
+    // Never resolved: refused.
+    refused(&s, short_ip);
+    refused(&s, long_ip);
+    assert!(resolved_expiry(&s).is_empty(), "{:?}", resolved_expiry(&s));
+
+    let t0 = Instant::now();
+    loads(&s, "http://short.example.org/");
+    loads(&s, "http://long.example.org/");
+    let resolved = Instant::now();
+    // The auditor raises the long answer's address from the floor to its TTL (at once, give or take its
+    // reading the answer).
+    let floor = drums::net::audit::TTL_FLOOR_S as u64;
+    loop {
+        let e = resolved_expiry(&s);
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e["198.51.100.11"] <= floor && e["198.51.100.11"] >= floor - 5, "TTL 2 s is floored at {floor} s: {e:?}");
+        if e["198.51.100.12"] > floor {
+            assert!(e["198.51.100.12"] <= 75, "{e:?}");
+            break;
+        }
+        assert!(resolved.elapsed() < Duration::from_secs(3), "the long answer's address was not given its TTL: {e:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    loads(&s, short_ip);
+    loads(&s, long_ip);
+
+    // The floor passed (60 s after the short answer, which came after t0): its address is refused, the
+    // long answer's still connects.
+    sleep_until(t0 + Duration::from_secs(62));
+    assert!(resolved.elapsed() < Duration::from_secs(74), "the test ran too slowly to tell the TTLs apart");
+    refused(&s, short_ip);
+    loads(&s, long_ip);
+    // The long answer's TTL passed: refused too.
+    sleep_until(resolved + Duration::from_secs(78));
+    refused(&s, long_ip);
+    assert!(resolved_expiry(&s).is_empty(), "{:?}", resolved_expiry(&s));
+    // Resolved again: connects again.
+    loads(&s, "http://short.example.org/");
+    loads(&s, short_ip);
+    refused(&s, long_ip);
+}
+
+/// A bandwidth cap (`--net-rate`) holds a download to it, and it is the cap that does: the same session
+/// without it (drums-net set) downloads the same file faster than the cap.
+#[test]
+fn a_bandwidth_cap_holds_a_download_to_it() {
+    require_root();
+    let _lock = session_lock();
+    let _standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let ov = run_ok("drums-overlay", &["create"], "");
+    guard.add(&ov);
+    let cap: u64 = 8 << 20;
+    let mut args = net_args("internet");
+    args.extend(["--net-rate".to_string(), "8M".to_string()]);
+    let mut a = vec!["create"];
+    a.extend(args.iter().map(String::as_str));
+    let ns = run_ok("drums-ns", &a, &ov);
+    guard.0.clear();
+    guard.add(&ns);
+    let s: Session = one(&ns);
+    assert_eq!(s.egress.as_ref().unwrap().rate_bytes_s, Some(cap));
+    check_routes(&s);
+    let big = 100u64 * 1024 * 1024;
+    let secs = |s: &Session| -> f64 {
+        let (ok, secs, out) = fetch(s, "http://web.example.org/big.bin");
+        assert!(ok && out.contains(&format!(" {big} ")), "the 100 MiB download failed: {out}");
+        secs
+    };
+    let t = secs(&s);
+    let dropped = drums::net::egress::counters(s.net.as_ref().unwrap().slot).unwrap()["rate_dropped"].as_u64().unwrap();
+    // The kernel's bucket holds one second of the rate plus the burst (a quarter second's): at most
+    // cap * (t + 1.25) bytes pass in t seconds, so 100 MiB take at least (100 MiB / cap) - 1.25 s.
+    let least = big as f64 / cap as f64 - 1.25;
+    eprintln!("capped at {cap} B/s: {t:.2} s ({:.0} B/s; at least {least:.2} s), {dropped} B dropped over the cap", big as f64 / t);
+    assert!(t >= least * 0.98, "100 MiB in {t:.2} s under a cap of {cap} B/s (at least {least:.2} s)");
+    assert!(dropped > 0, "nothing was dropped over the cap");
+
+    let mut a = vec!["set", "--session", s.id.as_str()];
+    let args = net_args("internet");
+    a.extend(args.iter().map(String::as_str));
+    let s: Session = one(&run_ok("drums-net", &a, ""));
+    assert_eq!(s.egress.as_ref().unwrap().rate_bytes_s, None);
+    let free = secs(&s);
+    eprintln!("uncapped: {free:.2} s ({:.0} B/s)", big as f64 / free);
+    assert!(free < least / 1.5, "without the cap the download took {free:.2} s: too slow here to show the cap of {cap} B/s");
+}

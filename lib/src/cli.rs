@@ -266,11 +266,19 @@ pub struct NetArgs {
     /// $DRUMS_NET_DNS, else the host's /etc/resolv.conf's IPv4 nameservers.
     #[arg(long = "dns", value_name = "IP")]
     pub dns: Vec<String>,
+    /// Bandwidth cap of the session under a policy other than none, each way: bytes a second, with K, M
+    /// or G for 1024, 1024^2 or 1024^3 (8M: 8 MiB/s out and 8 MiB/s in); none: no cap. Default:
+    /// $DRUMS_NET_RATE, else none.
+    ///
+    /// What goes beyond it is dropped (TCP slows down to it); connections the host opens into the session
+    /// are not counted against it.
+    #[arg(long = "net-rate", value_name = "RATE")]
+    pub net_rate: Option<String>,
 }
 
 impl NetArgs {
     pub fn options(&self) -> Result<crate::net::egress::Options> {
         // A policy, uplink or network that does not parse is a usage error, found before anything is read.
-        crate::net::egress::Options::from_args(self.net.as_deref(), self.uplink.as_deref(), &self.net_except, &self.dns).map_err(|e| Error::Usage(e.to_string()))
+        crate::net::egress::Options::from_args(self.net.as_deref(), self.uplink.as_deref(), &self.net_except, &self.dns, self.net_rate.as_deref()).map_err(|e| Error::Usage(e.to_string()))
     }
 }

@@ -28,14 +28,17 @@ up)
   done
   printf '<html><head><title>Stand-in page</title></head><body>stand-in internet</body></html>\n' > "$dir/www/index.html"
   [ -f "$dir/www/big.bin" ] || head -c $((100 * 1024 * 1024)) /dev/urandom > "$dir/www/big.bin"
-  # Every name the tests use, answered by the stand-in's own DNS server, nothing forwarded.
+  # Every name the tests use, answered by the stand-in's own DNS server, nothing forwarded; TTL 60 s, but
+  # short.example.org 2 s and long.example.org 75 s (an allow list's addresses expire with the answer).
   ip netns exec "$ns" dnsmasq --conf-file=/dev/null --no-resolv --no-hosts --bind-interfaces \
     --listen-address=198.51.100.53 --port=53 --user=nobody --group=nogroup \
     --pid-file="$dir/dns.pid" --log-facility="$dir/dns.log" --log-queries --local-ttl=60 \
     --address=/web.example.org/198.51.100.10 --address=/other.example.org/198.51.100.11 \
     --address=/sub.example.net/198.51.100.12 --address=/a.sub.example.net/198.51.100.12 \
     --address=/private.example.org/10.0.0.10 --address=/meta.example.org/169.254.169.254 \
-    --address=/host.example.org/198.51.100.1 --local=/#/
+    --address=/host.example.org/198.51.100.1 \
+    --host-record=short.example.org,198.51.100.11,2 --host-record=long.example.org,198.51.100.12,75 \
+    --local=/#/
   ip netns exec "$ns" python3 -m http.server 80 --bind 0.0.0.0 --directory "$dir/www" > "$dir/web.log" 2>&1 &
   echo $! > "$dir/web.pid"
   # A UDP sink on the web address, port 9999: every datagram that arrives, as "SOURCE PAYLOAD" in udp.log

@@ -12,6 +12,9 @@
 //!   event would carry them) or from the DESTROY event (UDP and the rest);
 //! - refusals from the `log group` of the session's table's `refuse` chain (nfnetlink_log), whose copy of
 //!   the refused packet's headers gives its destination;
+//! - under an allow list, a copy of the resolver's answers to the session (nfnetlink_log group
+//!   `answers_group(slot)`), whose IPv4 addresses it keeps in the table's set `resolved` for the
+//!   answer's TTL (TTL_FLOOR_S..TTL_CAP_S);
 //! - names from the session's resolver's query log (`resolver.log`, dnsmasq's `reply NAME is ADDR`
 //!   lines): the last name that resolved to the address.
 
@@ -32,6 +35,121 @@ pub const NFLOG_BASE: u32 = 20_000;
 
 pub fn nflog_group(slot: u32) -> u32 {
     NFLOG_BASE + slot
+}
+
+/// The nfnetlink_log group of a copy of slot N's resolver answers under an allow list: ANSWERS_BASE + N.
+pub const ANSWERS_BASE: u32 = 40_000;
+
+pub fn answers_group(slot: u32) -> u32 {
+    ANSWERS_BASE + slot
+}
+
+/// An address an allow list's resolver handed out is allowed for the answer's TTL, but at least
+/// TTL_FLOOR_S (a client that caches a lookup for a minute whatever its TTL, as Chromium does with the
+/// system resolver's answers, still connects) and at most TTL_CAP_S (the resolver hands out no longer
+/// TTL: dnsmasq's --max-ttl). The resolver puts an address into the set `resolved` before it answers,
+/// with the set's timeout, TTL_FLOOR_S (dnsmasq's nftset gives none of its own); the auditor, reading a
+/// copy of every answer, then gives each address the time its answer is valid, never less than an
+/// earlier answer gave it (an add without a timeout, the resolver's, resets an element to the floor).
+pub const TTL_FLOOR_S: u32 = 60;
+pub const TTL_CAP_S: u32 = 3600;
+
+/// The A records of a DNS message: (address, TTL in seconds). A malformed or truncated message gives
+/// what was read before the fault.
+pub fn dns_a_records(m: &[u8]) -> Vec<(Ipv4Addr, u32)> {
+    let mut out = vec![];
+    if m.len() < 12 || m[2] & 0x80 == 0 {
+        return out;
+    }
+    let count = |i: usize| u16::from_be_bytes([m[i], m[i + 1]]) as usize;
+    let (qd, an) = (count(4), count(6));
+    // A name: labels up to a zero byte or a compression pointer (2 bytes, ends the name).
+    let skip_name = |mut at: usize| -> Option<usize> {
+        loop {
+            let l = *m.get(at)?;
+            match l & 0xc0 {
+                0xc0 => return Some(at + 2),
+                0 if l == 0 => return Some(at + 1),
+                0 => at += 1 + l as usize,
+                _ => return None,
+            }
+        }
+    };
+    let mut at = 12;
+    for _ in 0..qd {
+        let Some(n) = skip_name(at) else { return out };
+        at = n + 4;
+    }
+    for _ in 0..an {
+        let Some(n) = skip_name(at) else { return out };
+        let Some(h) = m.get(n..n + 10) else { return out };
+        let (rtype, class) = (u16::from_be_bytes([h[0], h[1]]), u16::from_be_bytes([h[2], h[3]]));
+        let ttl = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        let len = u16::from_be_bytes([h[8], h[9]]) as usize;
+        let Some(rdata) = m.get(n + 10..n + 10 + len) else { return out };
+        if rtype == 1 && class == 1 && len == 4 {
+            out.push((Ipv4Addr::new(rdata[0], rdata[1], rdata[2], rdata[3]), ttl));
+        }
+        at = n + 10 + len;
+    }
+    out
+}
+
+/// The DNS message in an IPv4 packet from port 53 (UDP; TCP when the segment holds a whole message).
+fn dns_in_packet(p: &[u8]) -> Option<&[u8]> {
+    if p.first()? >> 4 != 4 {
+        return None;
+    }
+    let ihl = ((p[0] & 0x0f) as usize) * 4;
+    match *p.get(9)? {
+        17 => p.get(ihl + 8..),
+        6 => {
+            let off = ((*p.get(ihl + 12)? >> 4) as usize) * 4;
+            let d = p.get(ihl + off..)?;
+            let len = u16::from_be_bytes([*d.first()?, *d.get(1)?]) as usize;
+            d.get(2..2 + len)
+        }
+        _ => None,
+    }
+}
+
+/// The addresses the resolver answered with and until when each is allowed (Unix seconds), as put into
+/// the session's set `resolved`.
+struct Allowed {
+    table: String,
+    until: HashMap<Ipv4Addr, f64>,
+}
+
+impl Allowed {
+    /// Allow the answer's addresses for its TTL (floored and capped), or for the longer time an earlier
+    /// answer gave them: one nftables transaction.
+    fn admit(&mut self, records: &[(Ipv4Addr, u32)]) -> std::result::Result<(), String> {
+        let now = crate::state::now();
+        let mut elems = vec![];
+        for (a, ttl) in records {
+            let t = (*ttl).clamp(TTL_FLOOR_S, TTL_CAP_S);
+            let until = self.until.get(a).copied().unwrap_or(0.0).max(now + t as f64);
+            self.until.insert(*a, until);
+            elems.push(format!("{a} timeout {}s", (until - now).ceil().max(1.0) as u64));
+        }
+        if elems.is_empty() {
+            return Ok(());
+        }
+        let cmd = format!("add element inet {} resolved {{ {} }}\n", self.table, elems.join(", "));
+        let mut child = std::process::Command::new("nft")
+            .args(["-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("nft: {e}"))?;
+        child.stdin.take().unwrap().write_all(cmd.as_bytes()).map_err(|e| format!("nft: {e}"))?;
+        let o = child.wait_with_output().map_err(|e| format!("nft: {e}"))?;
+        if !o.status.success() {
+            return Err(format!("{}: {}", cmd.trim(), String::from_utf8_lossy(&o.stderr).trim()));
+        }
+        Ok(())
+    }
 }
 
 /// Start the auditor of the session `session` (slot `slot`, state directory `state_dir`): `drums-net audit`
@@ -352,6 +470,15 @@ pub fn run(state_dir: &Path, session: &str, slot: u32, pid_file: &Path) -> Resul
     send(&log, &request(ulog(NFULNL_MSG_CONFIG), libc::NLM_F_ACK as u16, libc::AF_UNSPEC as u8, group, &[(2, &mode)])).map_err(|e| sock_err("set the log mode", e))?;
     ack(&log).map_err(|e| sock_err("set the log mode", e))?;
 
+    // A copy of the resolver's answers (allow lists only: other policies log none), whole packets.
+    let answers = nl_socket(&[]).map_err(|e| sock_err("nfnetlink_log (answers)", e))?;
+    let agroup = answers_group(slot) as u16;
+    send(&answers, &request(ulog(NFULNL_MSG_CONFIG), libc::NLM_F_ACK as u16, libc::AF_UNSPEC as u8, agroup, &[(1, &[1u8])])).map_err(|e| sock_err("bind the answers' log group", e))?;
+    ack(&answers).map_err(|e| sock_err(&format!("bind log group {agroup}"), e))?;
+    send(&answers, &request(ulog(NFULNL_MSG_CONFIG), libc::NLM_F_ACK as u16, libc::AF_UNSPEC as u8, agroup, &[(2, &[0u8, 0, 0xff, 0xff, 2, 0])])).map_err(|e| sock_err("set the answers' log mode", e))?;
+    ack(&answers).map_err(|e| sock_err("set the answers' log mode", e))?;
+    let mut allowed = Allowed { table: super::egress::table_name(slot), until: HashMap::new() };
+
     let log_path = state_dir.join(LOG_FILE);
     let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).ctx("open", &log_path)?;
     let tmp = pid_file.with_extension("tmp");
@@ -392,13 +519,27 @@ pub fn run(state_dir: &Path, session: &str, slot: u32, pid_file: &Path) -> Resul
         let mut fds = [
             libc::pollfd { fd: events.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: log.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: answers.as_raw_fd(), events: libc::POLLIN, revents: 0 },
         ];
-        if unsafe { libc::poll(fds.as_mut_ptr(), 2, 2000) } < 0 {
+        if unsafe { libc::poll(fds.as_mut_ptr(), 3, 2000) } < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(sock_err("poll", e));
+        }
+        if fds[2].revents != 0 {
+            let n = recv(&answers, &mut buf, libc::MSG_DONTWAIT).unwrap_or(0);
+            for (t, _, p) in messages(&buf[..n]) {
+                if t != ulog(NFULNL_MSG_PACKET) {
+                    continue;
+                }
+                let records = p.get(4..).and_then(|a| attr(a, NFULA_PAYLOAD)).and_then(dns_in_packet).map(dns_a_records).unwrap_or_default();
+                // A failure leaves the addresses at the floor the resolver gave them (fail closed).
+                if let Err(why) = allowed.admit(&records) {
+                    let _ = writeln!(std::io::stderr(), "connection auditor: allow an answer's addresses: {why}");
+                }
+            }
         }
         if fds[1].revents != 0 {
             let n = recv(&log, &mut buf, libc::MSG_DONTWAIT).unwrap_or(0);
@@ -497,6 +638,30 @@ mod tests {
         assert_eq!(resolved("Dec  5 13:20:01 dnsmasq[77]: cached a.example.org is 192.0.2.5"), Some(("a.example.org".into(), "192.0.2.5".parse().unwrap())));
         assert_eq!(resolved("Dec  5 13:20:01 dnsmasq[77]: reply x.example.org is NXDOMAIN"), None);
         assert_eq!(resolved("Dec  5 13:20:01 dnsmasq[77]: query[A] web.example.org from 10.77.0.2"), None);
+    }
+    #[test]
+    fn dns_answers_give_addresses_and_ttls() {
+        // A response to web.example.org A: a CNAME (pointer to the question's name), then two A records.
+        let mut m = vec![0x12, 0x34, 0x81, 0x80, 0, 1, 0, 3, 0, 0, 0, 0];
+        m.extend_from_slice(b"\x03web\x07example\x03org\x00\x00\x01\x00\x01");
+        m.extend_from_slice(&[0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 30, 0, 4, 1, b'x', 0xc0, 16]);
+        m.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 198, 51, 100, 10]);
+        m.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0x0e, 0x10, 0, 4, 198, 51, 100, 11]);
+        assert_eq!(dns_a_records(&m), vec![("198.51.100.10".parse().unwrap(), 5), ("198.51.100.11".parse().unwrap(), 3600)]);
+        // Truncated: what was read before the fault; a query (QR clear): nothing.
+        assert_eq!(dns_a_records(&m[..m.len() - 3]).len(), 1);
+        let mut q = m.clone();
+        q[2] = 0x01;
+        assert!(dns_a_records(&q).is_empty());
+        // In a UDP packet and in a TCP segment (length-prefixed).
+        let mut udp = vec![0x45u8, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 77, 0, 1, 10, 77, 0, 2, 0, 53, 0x9c, 0x40, 0, 0, 0, 0];
+        udp.extend_from_slice(&m);
+        assert_eq!(dns_in_packet(&udp), Some(&m[..]));
+        let mut tcp = vec![0x45u8, 0, 0, 0, 0, 0, 0, 0, 64, 6, 0, 0, 10, 77, 0, 1, 10, 77, 0, 2];
+        tcp.extend_from_slice(&[0, 53, 0x9c, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 0x18, 0, 0, 0, 0, 0, 0]);
+        tcp.extend_from_slice(&(m.len() as u16).to_be_bytes());
+        tcp.extend_from_slice(&m);
+        assert_eq!(dns_in_packet(&tcp), Some(&m[..]));
     }
     #[test]
     fn attributes_and_refused_packets_parse() {

@@ -15,7 +15,8 @@
 //!   is refused, never routed another way;
 //! - the session's resolver, a dnsmasq on the host end of its link (its pid in the state directory's
 //!   `resolver.pid`), which answers only what the policy allows and, for allow lists, puts the addresses
-//!   it hands out into the table's set `resolved`, the only addresses (with the allowed networks) that
+//!   it hands out into the table's set `resolved` (the set's timeout, crate::net::audit::TTL_FLOOR_S,
+//!   which the auditor raises to the answer's TTL), the only addresses (with the allowed networks) that
 //!   are forwarded;
 //! - the session's connection auditor (crate::net::audit), its pid in the state directory's `audit.pid`.
 //! Removing the resource (destroy, the sweep, a policy change) undoes all four; each step is idempotent.
@@ -119,12 +120,38 @@ pub struct Options {
     pub except: Vec<Cidr>,
     /// The resolver's upstream servers; empty: the host's /etc/resolv.conf's IPv4 nameservers.
     pub dns: Vec<Ipv4Addr>,
+    /// The bandwidth cap each way, bytes a second (`--net-rate`); None: no cap.
+    pub rate: Option<u64>,
+}
+
+/// The smallest cap `--net-rate` takes: 1 KiB/s.
+pub const MIN_RATE: u64 = 1024;
+
+/// `--net-rate`: bytes a second, with K, M or G for 1024, 1024^2 or 1024^3; `none`: no cap.
+pub fn parse_rate(s: &str) -> Result<Option<u64>> {
+    let t = s.trim();
+    if t == "none" {
+        return Ok(None);
+    }
+    let bad = || Error::bad_input(format!("--net-rate `{s}` is not bytes a second (an integer, with K, M or G for 1024, 1024^2 or 1024^3) nor `none`"));
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let r = n.checked_mul(mult).ok_or_else(bad)?;
+    if r < MIN_RATE {
+        return Err(Error::bad_input(format!("--net-rate `{s}`: at least {MIN_RATE} bytes a second")));
+    }
+    Ok(Some(r))
 }
 
 impl Options {
     /// From the command line's values, each unset one from DRUMS_NET, DRUMS_UPLINK, DRUMS_NET_EXCEPT
-    /// (comma-separated) and DRUMS_NET_DNS (comma-separated).
-    pub fn from_args(net: Option<&str>, uplink: Option<&str>, except: &[String], dns: &[String]) -> Result<Options> {
+    /// (comma-separated), DRUMS_NET_DNS (comma-separated) and DRUMS_NET_RATE.
+    pub fn from_args(net: Option<&str>, uplink: Option<&str>, except: &[String], dns: &[String], rate: Option<&str>) -> Result<Options> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let list = |given: &[String], k: &str| -> Vec<String> {
             if given.is_empty() {
@@ -143,7 +170,11 @@ impl Options {
             .iter()
             .map(|d| d.parse::<Ipv4Addr>().map_err(|_| Error::bad_input(format!("--dns `{d}` is not an IPv4 address"))))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Options { policy, uplink, except, dns })
+        let rate = match rate.map(str::to_string).or_else(|| env("DRUMS_NET_RATE")) {
+            Some(r) => parse_rate(&r)?,
+            None => None,
+        };
+        Ok(Options { policy, uplink, except, dns, rate })
     }
 }
 
@@ -158,7 +189,7 @@ fn host_nameservers() -> Vec<Ipv4Addr> {
 }
 
 /// The session's table, as `nft -f` takes it.
-pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> String {
+pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rate: Option<u64>) -> String {
     let (host, sess) = super::slot_addrs(slot);
     let hif = super::host_if_name(slot);
     let t = table_name(slot);
@@ -171,6 +202,20 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
         _ => format!("    ip daddr @allowed ct state new counter name conns_out\n    ip daddr @allowed meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n    ip daddr @resolved ct state new counter name conns_out\n    ip daddr @resolved meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n"),
     };
     let group = super::audit::nflog_group(slot);
+    // An allow list's resolver answers go to the auditor too, which keeps their addresses in `resolved`
+    // for as long as each answer is valid (crate::net::audit).
+    let dns_log = match policy {
+        Policy::Allow(_) => format!("    oifname \"{hif}\" meta l4proto {{ tcp, udp }} th sport 53 log group {}\n", super::audit::answers_group(slot)),
+        _ => String::new(),
+    };
+    // The cap each way: one token bucket per direction, a burst of a quarter second (at least 64 KiB).
+    let cap = match rate {
+        Some(r) => {
+            let b = (r / 4).clamp(65536, u32::MAX as u64);
+            format!("    iifname \"{hif}\" limit rate over {r} bytes/second burst {b} bytes counter name rate_dropped drop\n    oifname \"{hif}\" limit rate over {r} bytes/second burst {b} bytes counter name rate_dropped drop\n")
+        }
+        None => String::new(),
+    };
     format!(
         r#"table inet {t} {{
   counter bytes_out {{ }}
@@ -178,6 +223,7 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
   counter conns_out {{ }}
   counter conns_in {{ }}
   counter refused {{ }}
+  counter rate_dropped {{ }}
   set denied {{
     type ipv4_addr
     flags interval
@@ -193,6 +239,8 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
   }}
   set resolved {{
     type ipv4_addr
+    flags timeout
+    timeout {floor}s
   }}
   chain refuse {{
     counter name refused
@@ -212,7 +260,7 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
   }}
   chain forward {{
     type filter hook forward priority filter - 1; policy accept;
-    iifname "{hif}" jump egress
+{cap}    iifname "{hif}" jump egress
     oifname "{hif}" ct state established,related meta mark set {PERMIT_MARK:#x} counter name bytes_in accept
   }}
   chain input {{
@@ -224,7 +272,7 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
   chain output {{
     type filter hook output priority filter - 1; policy accept;
     oifname "{hif}" ct state new counter name conns_in
-  }}
+{dns_log}  }}
   chain prerouting {{
     type nat hook prerouting priority dstnat; policy accept;
     iifname "{hif}" ip daddr {RESOLVER_ADDR} meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {host}
@@ -236,6 +284,7 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr]) -> 
 }}
 "#,
         exc = set_elems(&exc),
+        floor = super::audit::TTL_FLOOR_S,
         nets = set_elems(&nets),
     )
 }
@@ -332,7 +381,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     set_forwarding(&uplink.ifname)?;
     set_forwarding(&net.host_if)?;
     let t = table_name(slot);
-    nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n{}", table_text(slot, &o.policy, &uplink.ifname, &o.except)))?;
+    nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n{}", table_text(slot, &o.policy, &uplink.ifname, &o.except, o.rate)))?;
     let (rt, pref) = (route_table(slot), rule_pref(slot));
     let via = uplink.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
     let hif = &net.host_if;
@@ -358,6 +407,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
         uplink: uplink.ifname.clone(),
         gateway: uplink.gateway.map(|g| g.to_string()),
         except: o.except.iter().map(Cidr::to_string).collect(),
+        rate_bytes_s: o.rate,
         nft_table: format!("inet {t}"),
         route_table: rt,
         rule_pref: pref,
@@ -405,6 +455,8 @@ pub fn resolver_args(state_dir: &Path, slot: u32, policy: &Policy, upstream: &[I
         Policy::Allow(list) => {
             // Everything the list does not name: no such domain.
             a.push("--address=/#/".into());
+            // No answer's TTL exceeds the cap for which its addresses are allowed (crate::net::audit).
+            a.push(format!("--max-ttl={}", super::audit::TTL_CAP_S));
             for e in list {
                 match e {
                     Allow::Name(n) => {
@@ -626,7 +678,21 @@ mod tests {
         assert!(a.contains("--server=/*.cdn.example.net/198.51.100.53@10.77.0.13"), "{a}");
         assert!(a.contains("--nftset=/example.org/4#inet#drums_net_3#resolved"), "{a}");
         assert!(a.contains("--nftset=/cdn.example.net/4#inet#drums_net_3#resolved"), "{a}");
-        let t = table_text(3, &p, "up0", &[]);
+        assert!(a.contains("--max-ttl=3600"), "{a}");
+        let t = table_text(3, &p, "up0", &[], None);
         assert!(t.contains("iifname \"drums3\" jump egress"), "{t}");
+        assert!(t.contains("th sport 53 log group 40003") && t.contains("timeout 60s"), "{t}");
+        assert!(!table_text(3, &Policy::Internet, "up0", &[], None).contains("log group 4"));
+        assert!(!t.contains("limit rate over"), "{t}");
+        let t = table_text(3, &Policy::Internet, "up0", &[], Some(8 << 20));
+        assert!(t.contains("iifname \"drums3\" limit rate over 8388608 bytes/second burst 2097152 bytes counter name rate_dropped drop"), "{t}");
+        assert!(t.contains("oifname \"drums3\" limit rate over 8388608 bytes/second burst 2097152 bytes"), "{t}");
+        assert_eq!(parse_rate("8M").unwrap(), Some(8 << 20));
+        assert_eq!(parse_rate("1500").unwrap(), Some(1500));
+        assert_eq!(parse_rate("2g").unwrap(), Some(2 << 30));
+        assert_eq!(parse_rate("none").unwrap(), None);
+        for bad in ["", "8X", "-1", "100", "99999999999G", "M"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
     }
 }

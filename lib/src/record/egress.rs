@@ -171,6 +171,9 @@ pub struct Section {
     pub gateway: Option<String>,
     /// Networks the operator excepted from the always-denied ranges (`--net-except`).
     pub except: Vec<String>,
+    /// The bandwidth cap each way, bytes a second (`--net-rate`); null: none (and in older records).
+    #[serde(default)]
+    pub rate_bytes_s: Option<u64>,
     /// The nftables table that enforces the policy (`inet drums_net_<slot>`).
     pub nft_table: String,
     /// The policy routing table and rule preference of the session's packets.
