@@ -131,6 +131,16 @@ impl Root {
         self.links
     }
 
+    /// The same root, its ids those of a session in its own user namespace with this range (None: host
+    /// ids), for a root opened by path (`open`) rather than through a session's process.
+    pub fn ids_of(mut self, r: Option<&crate::record::IdRange>) -> Root {
+        if let Some(r) = r {
+            self.uid_map = vec![(0, r.base, r.count)];
+            self.gid_map = vec![(0, r.base, r.count)];
+        }
+        self
+    }
+
     /// The host ids of ids `uid`, `gid` inside this root (see `uid_map`).
     pub fn host_ids(&self, uid: u32, gid: u32) -> (u32, u32) {
         (map_id(&self.uid_map, uid), map_id(&self.gid_map, gid))

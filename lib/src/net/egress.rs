@@ -363,7 +363,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
             ledger.release(res)?;
         }
         session_route(netns, None)?;
-        write_resolv_conf(&merged)?;
+        write_resolv_conf(&merged, s.id_range.as_ref())?;
         s.egress = None;
         return Ok(());
     }
@@ -401,7 +401,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     let pid = start_resolver(&s.state_dir, slot, &o.policy, &upstream)?;
     super::audit::start(&s.state_dir, &s.id, slot)?;
     session_route(netns, Some(host))?;
-    write_resolv_conf(&merged)?;
+    write_resolv_conf(&merged, s.id_range.as_ref())?;
     s.egress = Some(Section {
         policy: o.policy.clone(),
         uplink: uplink.ifname.clone(),
@@ -531,8 +531,8 @@ fn session_route(ns: crate::nsenter::NsFile, via: Option<Ipv4Addr>) -> Result<()
 
 /// The session's /etc/resolv.conf, written into its own upper layer (the image's is shared, read-only
 /// and empty; a session may have changed its own): RESOLVER_ADDR.
-fn write_resolv_conf(merged: &Path) -> Result<()> {
-    let root = crate::inroot::Root::open(merged, crate::inroot::Links::InRoot)?;
+fn write_resolv_conf(merged: &Path, id_range: Option<&crate::record::IdRange>) -> Result<()> {
+    let root = crate::inroot::Root::open(merged, crate::inroot::Links::InRoot)?.ids_of(id_range);
     let text = format!("# Drums: the session's resolver (drums(7), \"Network boundary\"); none under policy none\nnameserver {RESOLVER_ADDR}\noptions timeout:2 attempts:2\n");
     crate::inroot::replace_file(&root, Path::new("etc/resolv.conf"), text.as_bytes(), 0o644, 0, 0)
 }
