@@ -188,6 +188,17 @@ set-default-sink drums
 set-sink-volume drums 32768
 PA
 fi
+# Totem the default video player, as on OSWorld's Ubuntu: every video type its desktop file names, in the
+# system's mimeapps.list (xdg-mime reads the user's ~/.config/mimeapps.list first, where
+# `xdg-mime default` writes; multi_apps/937087b6 asks the agent to make VLC the default).
+totem_desktop="$img/usr/share/applications/org.gnome.Totem.desktop"
+if [ -f "$totem_desktop" ]; then
+  {
+    printf '# Drums (pipelines/image.sh): Totem plays video by default, as on OSWorld'"'"'s Ubuntu.\n[Default Applications]\n'
+    sed -n 's/^MimeType=//p' "$totem_desktop" | tr ';' '\n' | grep '^video/' | sort -u | sed 's/$/=org.gnome.Totem.desktop/'
+  } > "$img/etc/xdg/mimeapps.list"
+  grep -q '^video/mp4=' "$img/etc/xdg/mimeapps.list" || die 5 "Totem's desktop file names no video/mp4"
+fi
 chown -R "$uid:$uid" "$img/home/$user"
 chmod 755 "$img/home/$user"
 
