@@ -188,6 +188,40 @@ set-default-sink drums
 set-sink-volume drums 32768
 PA
 fi
+# LibreOffice's profile as after a first start, as on OSWorld's image, where LibreOffice has been started
+# before: no first-start wizard, no tip of the day, no template chooser when Impress starts (Impress's Misc/NewDoc/AutoPilot, its "Show this dialog at
+# startup"), no "what's new"
+# or "get involved" bar. LibreOffice keeps what the user changed in registrymodifications.xcu and writes the
+# rest of its profile at its first start; only these keys are set (the libreoffice tasks' evaluators read
+# other keys of the same file, such as AutoSave's, from their absence).
+if [ -x "$img/usr/bin/soffice" ]; then
+  lo_version=$(dpkg-query --admindir="$img/var/lib/dpkg" -W -f '${Version}' libreoffice-core | sed -E 's/^[0-9]+://; s/^([0-9]+\.[0-9]+).*/\1/')
+  [[ $lo_version =~ ^[0-9]+\.[0-9]+$ ]] || die 5 "could not read LibreOffice's version (libreoffice-core: $lo_version)"
+  now=$(date +%s)
+  mkdir -p "$img/home/$user/.config/libreoffice/4/user"
+  cat > "$img/home/$user/.config/libreoffice/4/user/registrymodifications.xcu" <<XCU
+<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<item oor:path="/org.openoffice.Setup/Office"><prop oor:name="FirstStartWizardCompleted" oor:op="fuse"><value>true</value></prop></item>
+<item oor:path="/org.openoffice.Setup/Product"><prop oor:name="ooSetupLastVersion" oor:op="fuse"><value>$lo_version</value></prop></item>
+<item oor:path="/org.openoffice.Setup/Product"><prop oor:name="LastTimeGetInvolvedShown" oor:op="fuse"><value>$now</value></prop></item>
+<item oor:path="/org.openoffice.Setup/Product"><prop oor:name="LastTimeDonateShown" oor:op="fuse"><value>$now</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="ShowTipOfTheDay" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Office.Impress/Misc/NewDoc"><prop oor:name="AutoPilot" oor:op="fuse"><value>false</value></prop></item>
+</oor:items>
+XCU
+fi
+# Totem the default video player, as on OSWorld's Ubuntu: every video type its desktop file names, in the
+# system's mimeapps.list (xdg-mime reads the user's ~/.config/mimeapps.list first, where
+# `xdg-mime default` writes; multi_apps/937087b6 asks the agent to make VLC the default).
+totem_desktop="$img/usr/share/applications/org.gnome.Totem.desktop"
+if [ -f "$totem_desktop" ]; then
+  {
+    printf '# Drums (pipelines/image.sh): Totem plays video by default, as on OSWorld'"'"'s Ubuntu.\n[Default Applications]\n'
+    sed -n 's/^MimeType=//p' "$totem_desktop" | tr ';' '\n' | grep '^video/' | sort -u | sed 's/$/=org.gnome.Totem.desktop/'
+  } > "$img/etc/xdg/mimeapps.list"
+  grep -q '^video/mp4=' "$img/etc/xdg/mimeapps.list" || die 5 "Totem's desktop file names no video/mp4"
+fi
 chown -R "$uid:$uid" "$img/home/$user"
 chmod 755 "$img/home/$user"
 

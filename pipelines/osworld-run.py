@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Run OSWorld task files through OSWorld's own DesktopEnv with the Drums provider (docs/osworld.md).
 
-  pipelines/osworld-run.py --checkpoint ckpt.json [--agent none|scripted [--actions FILE]] [TASK ...]
+  pipelines/osworld-run.py --checkpoint ckpt.json [--agent none|scripted [--actions FILE]] [--settle S] [TASK ...]
   pipelines/osworld-run.py --list [--image-root DIR] [TASK ...]
 
 TASK: task files or directories of them (default: the shared OSWorld tasks, ../shared/osworld/examples).
@@ -10,14 +10,16 @@ applications of its domain are in the checkpoint's root image; otherwise it is s
 
 One JSON line per task on stdout:
   {"type": "osworld_task", "id", "domain", "runnable", "skip_reason", "programs", "missing_programs",
-   "setup_ok", "reset_s", "take_s", "take_source", "setup_s", "agent", "solution", "actions_s", "agent_error",
-   "eval_s", "score", "error", "session"}
+   "setup_ok", "reset_s", "take_s", "take_source", "setup_s", "settle_s", "agent", "solution", "actions_s",
+   "agent_error", "eval_s", "score", "error", "session"}
 programs: what the task's setup, post-config and evaluation getters start in the session (the first word of
 each command, read as a shell reads it); missing_programs: those the root image has in none of PROGRAM_DIRS
 (null: no image to look in). A missing program does not skip the task: it runs, and its setup or evaluation
 shows what the program's absence does.
 reset_s is DesktopEnv.reset (take_s of it the provider's take of a fresh sibling, null when the reset
-reused a clean one; setup_s the task's setup, SetupController.setup, all tries); eval_s is evaluate();
+reused a clean one; setup_s the task's setup, SetupController.setup, all tries); settle_s the wait after
+the reset (--settle: the applications the setup launched come up before the agent's first observation and
+action, or before the evaluation with agent none); eval_s is evaluate();
 score the metric's value (null when evaluation raised: error says what). agent: none or scripted;
 solution: the scripted agent's solution file run for the task (relative to the repository; null: none, or
 --actions gave the actions); actions_s: the seconds the agent acted (null with agent none or nothing to
@@ -248,12 +250,17 @@ def main():
     ap.add_argument("--list", action="store_true", help="classify only: which tasks run here, and why not")
     ap.add_argument("--image-root", help="with --list: the root image to classify against (default: the checkpoint's, "
                     "else the default image's, $DRUMS_IMAGE_DIR/desktop/root)")
+    ap.add_argument("--settle", type=float, default=20.0, metavar="SECONDS",
+                    help="wait this long after each reset before the agent observes and acts (with agent none, before "
+                    "the evaluation), as OSWorld's run_single_example waits after its reset (default: 20)")
     ap.add_argument("--cache", default="/tmp/drums-osworld-cache")
     a = ap.parse_args()
     # The records alone on stdout: OSWorld's getters and metrics print as they go (and so do the programs
     # they run), so from here on descriptor 1 is stderr and the records keep the original stdout.
     records = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
+    if not (a.settle >= 0 and math.isfinite(a.settle)):
+        ap.error("--settle: seconds, 0 or more")
     if a.actions and a.agent != "scripted":
         ap.error("--actions goes with --agent scripted")
     if not a.list and not a.checkpoint:
@@ -322,7 +329,7 @@ def main():
         for t, domain, reason in tasks:
             rec = {"type": "osworld_task", "id": t["id"], "domain": domain, "runnable": reason is None, "skip_reason": reason,
                    "programs": programs_run_by(t), "missing_programs": missing[t["id"]],
-                   "setup_ok": None, "reset_s": None, "take_s": None, "take_source": None, "setup_s": None,
+                   "setup_ok": None, "reset_s": None, "take_s": None, "take_source": None, "setup_s": None, "settle_s": None,
                    "agent": a.agent, "solution": None, "actions_s": None, "agent_error": None, "eval_s": None,
                    "score": None, "error": None, "session": None}
             if reason is not None or a.list:
@@ -339,6 +346,12 @@ def main():
                 # The setup's tries: ok when the last one was.
                 rec["setup_ok"] = bool(setups) and bool(setups[-1][0])
                 rec["setup_s"] = round(sum(s for _, s in setups), 3) if setups else None
+                # What the setup launched comes up (LibreOffice, GIMP, a browser) before the first look at the
+                # screen; the observation the agent starts from is taken after the wait.
+                if a.settle > 0:
+                    time.sleep(a.settle)
+                    obs = env._get_obs()
+                rec["settle_s"] = a.settle
                 if a.agent == "scripted":
                     t0 = time.monotonic()
                     if a.actions:

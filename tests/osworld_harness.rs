@@ -99,7 +99,7 @@ fn python(script: &str, args: &[&str]) -> Command {
 /// Everything the harness does below is OSWorld's code (DesktopEnv, its controllers, getter and metric);
 /// the script calls it and reports what it saw.
 const EPISODE: &str = r#"
-import json, os, sys
+import json, os, sys, urllib.request
 import drums_osworld
 drums_osworld.register()
 from desktop_env.desktop_env import DesktopEnv
@@ -115,6 +115,11 @@ try:
     out["first"] = first
     obs = env.reset(task_config=task)
     out["same_after_first_reset"] = rec()["id"] == first["id"]
+    # The first screen: the windows X has (read through the session's guest) and the accessibility tree.
+    req = urllib.request.Request(rec()["desktop"]["guest_url"].rstrip("/") + "/execute", headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"command": ["xwininfo", "-root", "-tree"]}).encode())
+    out["windows_after_reset"] = json.loads(urllib.request.urlopen(req, timeout=30).read())["output"]
+    out["tree_after_reset"] = env.controller.get_accessibility_tree() or ""
     out["screenshot_is_png"] = obs["screenshot"][:8] == b"\x89PNG\r\n\x1a\n"
     out["ip"] = env.vm_ip
     out["score_before"] = env.evaluate()
@@ -141,6 +146,10 @@ struct Episode {
     first: Session,
     second: Session,
     same_after_first_reset: bool,
+    /// `xwininfo -root -tree` in the session after the first reset.
+    windows_after_reset: String,
+    /// OSWorld's get_accessibility_tree() after the first reset.
+    tree_after_reset: String,
     screenshot_is_png: bool,
     ip: String,
     score_before: f64,
@@ -185,6 +194,13 @@ fn osworld_desktop_env_runs_e0df059f_on_restored_siblings() {
         assert!(s.reseed.is_some(), "the sibling was not reseeded: {}", json(s));
     }
     assert!(v.same_after_first_reset, "the first reset (a clean session) took another session");
+    // The harness's first screen is the desktop, not Drums' readiness page: no window with its title on
+    // the X server, nothing of it in the accessibility tree.
+    let title = &first.desktop().unwrap().title;
+    assert!(v.windows_after_reset.contains("Root window id"), "xwininfo read nothing: {}", v.windows_after_reset);
+    assert!(!v.windows_after_reset.contains(&format!("\"{title}\":")), "a window titled {title} is on the screen after reset:\n{}", v.windows_after_reset);
+    assert!(!v.tree_after_reset.trim().is_empty(), "no accessibility tree after reset");
+    assert!(!v.tree_after_reset.contains(&format!("name=\"{title}\"")), "{title} is in the accessibility tree after reset");
     assert!(v.screenshot_is_png);
     let host = |s: &Session| s.desktop().unwrap().guest_url.as_deref().unwrap().trim_start_matches("http://").split(':').next().unwrap().to_string();
     assert_eq!(v.ip, host(first));
@@ -361,9 +377,11 @@ fn an_application_a_task_launches_shows_in_the_accessibility_tree_of_a_restored_
         "google-chrome", "--no-first-run", "--no-default-browser-check",
         "data:text/html,<title>task-app</title><h1>launched by the task</h1>"]}}]);
     // The launched browser's window (titled by its page), its tab (whose name Chromium may follow with
-    // " - Memory usage - N MB") and its page, and the desktop's own browser still there beside it.
-    let wanted = ["<frame name=\"task-app - Chromium\"", "<page-tab name=\"task-app", "<document-web name=\"task-app\"", "<frame name=\"drums-ready\""];
-    a11y_episode(drums::image::DEFAULT_IMAGE, "a11y", launch, "", &wanted);
+    // " - Memory usage - N MB") and its page; the desktop's own browser, which showed the readiness page,
+    // was closed before the harness had the session (the provider), so only the task's is there.
+    let wanted = ["<frame name=\"task-app - Chromium\"", "<page-tab name=\"task-app", "<document-web name=\"task-app\""];
+    let v = a11y_episode(drums::image::DEFAULT_IMAGE, "a11y", launch, "", &wanted);
+    assert!(!v.tree.unwrap_or_default().contains("<frame name=\"drums-ready\""), "the readiness page is still in the tree");
 }
 
 /// On the OSWorld image, gedit launched by a task's `launch` step (a GTK application, as the os and
@@ -375,6 +393,17 @@ fn an_application_a_task_launches_shows_in_the_accessibility_tree_of_a_restored_
 fn gedit_a_task_launches_shows_in_the_accessibility_tree_on_the_osworld_image() {
     let launch = serde_json::json!([{"type": "launch", "parameters": {"command": ["gedit", "/home/user/Desktop/drums-notes.txt"]}}]);
     a11y_episode(OSWORLD_IMAGE, "gedit", launch, "", &["<application name=\"gedit\"", "<frame name=\"drums-notes.txt"]);
+}
+
+/// On the OSWorld image, GIMP 2.10 (GTK 2) launched by a task's `launch` step shows its application, its
+/// window and its menus in /accessibility of a restored sibling: GTK 2 loads GAIL and the AT-SPI bridge
+/// only when GTK_MODULES names them (drums-desktop(1)) and the image has them (libgail-common,
+/// libatk-adaptor). Without either, GIMP is not in the tree at all. Run by hand (docs/osworld.md).
+#[test]
+#[ignore = "needs the OSWorld image (pipelines/image.sh --name osworld ...), which the suite does not build"]
+fn gimp_a_task_launches_shows_in_the_accessibility_tree_on_the_osworld_image() {
+    let launch = serde_json::json!([{"type": "launch", "parameters": {"command": ["gimp"]}}]);
+    a11y_episode(OSWORLD_IMAGE, "gimp", launch, "", &["<application name=\"gimp\"", "<frame name=\"GNU Image Manipulation Program\"", "<menu name=\"File\""]);
 }
 
 /// On the OSWorld image, Ctrl+Alt+T sent by the agent (pyautogui through env.step) opens gnome-terminal

@@ -217,6 +217,11 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         // hands the same environment to what a task launches, so its windows show in /accessibility.
         ("ACCESSIBILITY_ENABLED".to_string(), "1".to_string()),
         ("QT_ACCESSIBILITY".to_string(), "1".to_string()),
+        // GTK 2 applications (GIMP 2.10, VLC's GTK dialogs) load their accessibility modules only when
+        // named here, as OSWorld's Ubuntu names them: GAIL and the AT-SPI bridge (packages libgail-common
+        // and libatk-adaptor, in the OSWorld image). GTK 3 has both built in and skips these two names; an
+        // image without the modules only makes a GTK 2 application print that it could not load them.
+        ("GTK_MODULES".to_string(), "gail:atk-bridge".to_string()),
         // A UTF-8 locale, as on OSWorld's image: gnome-terminal's server (started by D-Bus with the bus's
         // environment) refuses to run in the POSIX locale, and tasks' scripts print non-ASCII text.
         // C.UTF-8 is glibc's own, in every Debian image without a locales package.

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -30,6 +31,23 @@ DEFAULT_CHECKPOINT_RECORD = Path(os.environ.get("DRUMS_OSWORLD_DIR", "/var/lib/d
 CHROMIUM_PORT, VNC_PORT, VLC_PORT = 9222, 5900, 8080
 VNC_MODE = os.environ.get("DRUMS_OSWORLD_VNC", "off")
 TAKE_TIMEOUT = 300
+# How long closing the readiness page may take: Chromium is asked to quit (SIGTERM), killed after
+# CLOSE_KILL_AFTER seconds, and the close fails when its window is still on the screen after CLOSE_TIMEOUT.
+CLOSE_KILL_AFTER, CLOSE_TIMEOUT = 5, 10
+# Run by the session's guest, as the desktop user (who owns the desktop's Chromium): $1 Chromium's PID in
+# the session, $2 the readiness page's window title, $3 and $4 the two limits above in tenths of a second.
+CLOSE_PAGE = r"""
+pid=$1 title=$2 kill_after=$3 give_up=$4 i=0
+kill -TERM "$pid" 2>/dev/null
+while :; do
+  tree=$(xwininfo -root -tree) || { echo "xwininfo could not read the screen's windows" >&2; exit 1; }
+  case $tree in *"\"$title\":"*) ;; *) exit 0 ;; esac
+  i=$((i + 1))
+  [ "$i" -eq "$kill_after" ] && kill -KILL "$pid" 2>/dev/null
+  [ "$i" -ge "$give_up" ] && { echo "a window titled $title is still on the screen" >&2; exit 1; }
+  sleep 0.1
+done
+"""
 
 
 class DrumsError(RuntimeError):
@@ -65,10 +83,12 @@ def _one_record(out, kind):
 
 
 class Checkpoint:
-    """A checkpoint the provider restores from: its id, and its record when known."""
+    """A checkpoint the provider restores from: its id, and its record when known. `page_closed`: a
+    checkpoint of a session whose readiness page the provider had closed (save_state's), whose siblings
+    have no browser to reseed or to check readiness with."""
 
-    def __init__(self, ident, record=None):
-        self.id, self.record = ident, record
+    def __init__(self, ident, record=None, page_closed=False):
+        self.id, self.record, self.page_closed = ident, record, page_closed
 
     @classmethod
     def named(cls, path_to_vm):
@@ -121,7 +141,7 @@ class DrumsProvider(Provider):
         if self.session is None:
             raise DrumsError("no session to save: start_emulator first")
         line, rec = _one_record(_run(["drums-ckpt", "--leave-running"], self.session), "checkpoint")
-        self.snapshots[snapshot_name] = Checkpoint(rec["id"], line)
+        self.snapshots[snapshot_name] = Checkpoint(rec["id"], line, page_closed=True)
 
     def revert_to_snapshot(self, path_to_vm, snapshot_name):
         """Destroy the held session and take a fresh sibling of the snapshot: one saved by save_state
@@ -148,17 +168,50 @@ class DrumsProvider(Provider):
                 raise DrumsError(f"drums-pool take --checkpoint {ckpt.id} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
         if out is None:
             source = "restore"
-            if ckpt.record is not None:
+            if ckpt.page_closed:
+                # A snapshot of a session the harness had: no readiness page to reseed or wait for; the
+                # harness waits for the guest as it waits for a VM's server.
+                restored = _run(["drums-restore"], ckpt.record + "\n")
+                try:
+                    out = _run(["drums-reseed", "--no-browser"], restored)
+                except Exception:
+                    subprocess.run(["drums-sweep"], input=restored, capture_output=True, text=True, env=_env())
+                    raise
+            elif ckpt.record is not None:
                 out = _run([str(PIPELINES / "restore.sh")], ckpt.record + "\n")
             else:
                 out = _run([str(PIPELINES / "restore.sh"), "--checkpoint", ckpt.id])
         try:
             line, rec = _one_record(out, "session")
-        except (DrumsError, ValueError):
+            if not ckpt.page_closed:
+                self._close_ready_page(rec)
+        except Exception:
             subprocess.run(["drums-sweep"], input=out, capture_output=True, text=True, env=_env())
             raise
         self.session = line
         self.takes.append({"session": rec["id"], "checkpoint": ckpt.id, "source": source, "seconds": round(time.monotonic() - t0, 4)})
+
+    def _close_ready_page(self, rec):
+        """Close Drums' readiness page before the harness sees the session: the first screen is then the
+        desktop as OSWorld's VM shows it at a task's start, not a Chromium window titled drums-ready.
+        drums-ready has already used the page (the sibling is agent-ready); the desktop's Chromium, which
+        only shows that page, is stopped through the session's guest, and the close holds once no window
+        with the page's title is left on the screen (read from X)."""
+        desktop = rec.get("desktop") or {}
+        pids = [p["pid"] for p in desktop.get("processes", []) if p.get("role") == "chromium"]
+        if not pids:
+            return
+        body = json.dumps({"command": ["sh", "-c", CLOSE_PAGE, "close-ready-page", str(pids[0]), desktop["title"],
+                                       str(CLOSE_KILL_AFTER * 10), str(CLOSE_TIMEOUT * 10)], "shell": False}).encode()
+        req = urllib.request.Request(desktop["guest_url"].rstrip("/") + "/execute", data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=CLOSE_TIMEOUT + 20) as r:
+                answer = json.loads(r.read())
+        except Exception as e:
+            raise DrumsError(f"closing the readiness page of {rec['id']} through its guest failed: {e}") from e
+        if answer.get("returncode") != 0:
+            raise DrumsError(f"closing the readiness page of {rec['id']} failed: {answer}")
 
     def _destroy(self):
         if self.session is not None:

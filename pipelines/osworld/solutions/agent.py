@@ -109,11 +109,16 @@ class Agent:
 
     # -- seeing: the accessibility tree ---------------------------------------------------------------
 
-    def tree(self):
-        xml = self.env.controller.get_accessibility_tree()
-        if not xml:
-            raise AgentError("no accessibility tree from the guest")
-        return ET.fromstring(xml)
+    def tree(self, tries=3):
+        """The accessibility tree; asked again (2 s apart, `tries` times in all) when the guest gives none,
+        as it may while an application is starting."""
+        for i in range(tries):
+            xml = self.env.controller.get_accessibility_tree()
+            if xml:
+                return ET.fromstring(xml)
+            if i + 1 < tries:
+                time.sleep(2)
+        raise AgentError(f"no accessibility tree from the guest ({tries} tries, 2 s apart)")
 
     def find_all(self, role=None, name=None, app=None, showing=True, text=None, root=None):
         """Nodes matching role and name (a string matches exactly, a compiled pattern by search), under the

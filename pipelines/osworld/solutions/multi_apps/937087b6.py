@@ -1,10 +1,11 @@
-"""multi_apps/937087b6: VLC the default application of the video types, with xdg-mime in a terminal."""
+"""multi_apps/937087b6: VLC the default application of every video type it plays, with xdg-mime in a
+terminal (the types read from VLC's desktop file). Totem is the image's default before, as on OSWorld's
+Ubuntu."""
 from agent import Agent
-
-TYPES = "mp4 x-matroska webm x-msvideo avi mpeg quicktime x-flv ogg 3gpp x-ms-wmv x-m4v mp2t x-ogm+ogg x-theora+ogg"
 
 
 def solve(env, obs):
     a = Agent(env)
     a.open_terminal()
-    a.run_ok(f"for t in {TYPES}; do xdg-mime default vlc.desktop video/$t; done")
+    a.run_ok("xdg-mime default vlc.desktop $(sed -n 's/^MimeType=//p' /usr/share/applications/vlc.desktop | tr ';' '\\n' | grep '^video/')")
+    a.run_ok("test \"$(xdg-mime query default video/mp4)\" = vlc.desktop")
