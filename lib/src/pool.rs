@@ -514,6 +514,9 @@ pub struct StatusReport {
     pub checkpoint: String,
     /// Parked siblings (records in `ready/`), oldest first.
     pub parked: Vec<String>,
+    /// The file holding each parked sibling's record, in the order of `parked`: where a caller reads a
+    /// parked record without knowing the spool's layout.
+    pub parked_files: Vec<PathBuf>,
     /// Seconds since the oldest was parked; null when none is.
     pub oldest_age_s: Option<f64>,
     /// Records in `taken/`: siblings handed out whose session still exists (or was destroyed since the
@@ -534,6 +537,7 @@ pub fn status(spool: &Spool) -> StatusReport {
         pool: spool.dir.clone(),
         checkpoint: spool.checkpoint.clone(),
         oldest_age_s: parked.first().map(|f| now_ms().saturating_sub(f.parked_ms) as f64 / 1000.0),
+        parked_files: parked.iter().map(|f| f.path.clone()).collect(),
         parked: parked.into_iter().map(|f| f.session).collect(),
         taken: Spool::files_in(&spool.taken()).len(),
         making: Spool::files_in(&spool.tmp()).len(),
