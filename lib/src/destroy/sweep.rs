@@ -654,7 +654,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
 /// Session inits on this machine: (host pid, start time, pid namespace inode, why it is Drums'). A session
 /// init is PID 1 of its namespace and calls itself `drums-init` (comm) or `drums-ns init` (command line);
 /// a restored init keeps both from its source, so the id in the command line is never relied on.
-fn session_inits() -> Vec<(i32, u64, u64, String)> {
+pub(super) fn session_inits() -> Vec<(i32, u64, u64, String)> {
     let me = crate::proc::ns_inode(std::process::id() as i32, "pid").ok();
     let mut out = vec![];
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
