@@ -1053,7 +1053,7 @@ fn a_member_in_the_types_but_not_documented_fails() {
     let p = problems_with_source("lib/src/record/boundary.rs", |t| t.replacen("    pub no_new_privs: bool,\n", "    pub no_new_privs: bool,\n    pub fake_member: u8,\n", 1));
     one_problem(&p, &["`boundary.fake_member`", "Boundary.fake_member", "\"Checkpoint record"]);
     // A figure of the cgroup section's read-back put by a backend.
-    let p = problems_with_source("lib/src/cgroup/v2.rs", |t| t.replacen("put_max(&mut f, \"pids_max\"", "f.null(\"fake_figure\", \"x\");\n        put_max(&mut f, \"pids_max\"", 1));
+    let p = problems_with_source("lib/src/cgroup/v2.rs", |t| t.replacen("put_max(self.fs, &mut f, \"pids_max\"", "f.null(\"fake_figure\", \"x\");\n        put_max(self.fs, &mut f, \"pids_max\"", 1));
     one_problem(&p, &["`cgroup.read_back.fake_figure`", "a figure"]);
 }
 
