@@ -1,6 +1,6 @@
 """What the Drums benchmarks (bench.py, pool-bench.py) share: running the tools, percentiles, a bootstrap
 interval for a ratio of medians, removing a checkpoint, host memory, a session's summed Pss, a least-squares slope."""
-import glob, json, os, random, statistics, subprocess, urllib.request
+import json, os, random, statistics, subprocess, urllib.request
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ)
@@ -141,22 +141,24 @@ def meminfo_kib():
     return info
 
 
-def host_resources(state_dir=None):
+def host_inventory(env=None):
+    """What Drums holds on this host: the host_inventory record of `drums-sweep --report` (docs/record.md)."""
+    return json.loads(sh(["drums-sweep", "--report"], env=env))
+
+
+def host_resources(env=None):
     """What a session leaves on the host when it is not destroyed: counts of Drums' kernel objects and
-    files, and the host's memory. Read between sessions, every count must come back to its baseline."""
-    state_dir = state_dir or os.environ.get("DRUMS_STATE_DIR", "/run/drums")
+    files from drums-sweep --report (mounts below Drums' roots, drums* links, cgroup directories below the
+    drums cgroup directories, session directories plus address slots, processes outside the host's PID
+    namespace, sessions' policy tables), and the host's open files and memory. Read between sessions,
+    every count must come back to its baseline."""
+    inv = host_inventory(env)
     m = meminfo_kib()
-    mounts = sum(1 for _ in open("/proc/self/mountinfo"))
-    links = sum(1 for n in os.listdir("/sys/class/net") if n.startswith("drums"))
-    cgroups = 0
-    for root in glob.glob("/sys/fs/cgroup/*/drums") + glob.glob("/sys/fs/cgroup/drums"):
-        cgroups += sum(1 for e in os.scandir(root) if e.is_dir())
-    run_entries = 0
-    for d in (state_dir, os.path.join(state_dir, "sessions"), os.path.join(state_dir, "slots")):
-        if os.path.isdir(d):
-            run_entries += len(os.listdir(d))
     open_files = int(open("/proc/sys/fs/file-nr").read().split()[0])
-    return {"mounts": mounts, "drums_links": links, "drums_cgroups": cgroups, "state_entries": run_entries,
+    return {"mounts": len(inv["mounts"]), "drums_links": len(inv["links"]), "drums_cgroups": len(inv["cgroups"]),
+            "state_entries": len(inv["sessions"]) + len(inv["slots"]),
+            "processes": sum(not p["zombie"] for p in inv["processes"]),
+            "policy_tables": sum(t.startswith("inet drums_net_") for t in inv["nft_tables"]),
             "open_files": open_files, "slab_unreclaimable_kib": m["SUnreclaim"], "slab_reclaimable_kib": m["SReclaimable"],
             "mem_available_kib": m["MemAvailable"]}
 

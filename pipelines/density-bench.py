@@ -160,7 +160,7 @@ def fill(ckpt, a):
             b = min(a.batch, a.fill_max - len(live))
             if len(steps) >= 2:
                 per = slope([s["live"] for s in steps], [s["host_used_mib"] for s in steps])
-                avail = host_resources()["mem_available_kib"] / 1024
+                avail = meminfo_kib()["MemAvailable"] / 1024
                 if avail - per * b < a.headroom_mib:
                     stop = f"memory headroom: {avail:.0f} MiB available, the next {b} would take about {per * b:.0f} MiB, the headroom is {a.headroom_mib} MiB"
                     break

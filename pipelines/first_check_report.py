@@ -119,13 +119,23 @@ def total(v):
     return round(sum(v), 3) if v else None
 
 
-def leftovers(ids):
-    """What of this run's sessions is still on the machine: state directories and cgroup directories."""
-    state = os.environ.get("DRUMS_STATE_DIR", "/run/drums")
-    left = []
-    for i in ids:
-        left += [p for p in [os.path.join(state, "sessions", i)] if os.path.exists(p)]
-        left += glob.glob(f"/sys/fs/cgroup/*/drums/{i}") + glob.glob(f"/sys/fs/cgroup/drums/{i}")
+def host_inventory():
+    """What Drums holds on this host: the host_inventory record of `drums-sweep --report` (docs/record.md)."""
+    p = subprocess.run(["drums-sweep", "--report"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"drums-sweep --report exited {p.returncode}: {p.stderr.strip()[-800:]}")
+    return json.loads(p.stdout)
+
+
+def leftovers(inv, ids, spools, ckpts):
+    """What of this run is still on the machine, from the host inventory: the state directories, cgroup
+    directories and slots of its sessions, its pools' spools and its checkpoints."""
+    ids, spools, ckpts = set(ids), set(spools), set(ckpts)
+    left = [s["state_dir"] for s in inv["sessions"] if s["id"] in ids]
+    left += [c for c in inv["cgroups"] if os.path.basename(c) in ids]
+    left += [s["path"] for s in inv["slots"] if s["session"] in ids]
+    left += [p["spool"] for p in inv["pools"] if p["spool"] in spools or p["checkpoint"] in ckpts]
+    left += [c["dir"] for c in inv["checkpoints"] if c["id"] in ckpts]
     return left
 
 
@@ -193,11 +203,9 @@ def summarize(a):
     # Every sibling a pool filler parked, taken or not, and the spools themselves.
     for p in glob.glob(f"{out}/pool/*.fill.jsonl"):
         ids += [x["session"] for x in read_jsonl(p) if x.get("type") == "pool_parked" and x.get("session")]
-    left = leftovers(sorted(set(ids))) + [p for p in glob.glob(f"{out}/live/*")]
-    left += [b["pool"]["spool"] for b in blocks if b.get("pool") and b["pool"].get("spool") and os.path.exists(b["pool"]["spool"])]
+    spools = [b["pool"]["spool"] for b in blocks if b.get("pool") and b["pool"].get("spool")]
     ckpts = [b["checkpoint"]["id"] for b in blocks if b["checkpoint"]]
-    ckpt_root = os.environ.get("DRUMS_CHECKPOINT_DIR", "/var/lib/drums/checkpoints")
-    left += [os.path.join(ckpt_root, c) for c in ckpts if os.path.exists(os.path.join(ckpt_root, c))]
+    left = leftovers(host_inventory(), ids, spools, ckpts) + [p for p in glob.glob(f"{out}/live/*")]
     names = list(arms)
     ratio, ratio_why = None, None
     parts = [arms[n][k] for n in names for k in ("wall_s", "external_prep_s")] if len(names) == 2 else [None]

@@ -32,19 +32,6 @@ from benchlib import summary as summary3  # noqa: E402
 
 def summary(xs):
     return summary3(xs, digits=4)
-STATE = os.environ.get("DRUMS_STATE_DIR", "/run/drums")
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def cgroup_memory_mib(rec):
@@ -57,10 +44,6 @@ def cgroup_memory_mib(rec):
             except OSError:
                 return None
     return None
-
-
-
-
 
 
 class Pool:
@@ -93,8 +76,9 @@ class Pool:
         sh(["drums-pool", "drain", "--checkpoint", self.ckpt_id], check=False)
 
     def ready_records(self):
-        d = os.path.join(STATE, "pools", self.ckpt_id, "ready")
-        return [json.loads(open(os.path.join(d, f)).read()) for f in sorted(os.listdir(d))]
+        """The parked siblings' session records, oldest first, from the files drums-pool status names."""
+        status = json.loads(sh(["drums-pool", "status", "--checkpoint", self.ckpt_id]))
+        return [json.loads(open(f).read()) for f in status["parked_files"]]
 
 
 def cold():

@@ -310,7 +310,8 @@ def main():
     finally:
         summary["teardown"] = teardown(cluster, local, made_env, records, None if made_env else (a.env, copied_to))
     sessions = {r.get("session") for r in records + base if r.get("session")}
-    summary["left_on_machine"] = sorted(s for s in sessions if os.path.isdir(os.path.join(os.environ.get("DRUMS_STATE_DIR", "/run/drums"), "sessions", s)))
+    held = {x["id"] for x in benchlib.host_inventory()["sessions"]}  # drums-sweep --report
+    summary["left_on_machine"] = sorted(sessions & held)
     if rc == 0:
         want = summary.get("score_1") == a.rollouts and (not a.baseline or summary["baseline"]["score_1"] == a.rollouts)
         rc = 0 if want and not summary["left_on_machine"] and not summary["teardown"].get("left_pids") else 1

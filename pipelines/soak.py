@@ -3,10 +3,10 @@
 
 One cycle: drums-restore | drums-reseed | drums-ready from one checkpoint, one command through the guest
 (POST /execute, `echo`), then drums-sweep on the record, which must exit 0 (nothing left). Between cycles
-(no session alive) every --sample-every cycles the host is sampled: mounts (/proc/self/mountinfo), links
-named drums*, cgroup directories below drums/, entries of the state root (its top level, sessions/ and
-slots/), open file handles (/proc/sys/fs/file-nr), unreclaimable and reclaimable slab and MemAvailable
-(/proc/meminfo).
+(no session alive) every --sample-every cycles the host is sampled: Drums' mounts, links named drums*,
+cgroup directories below drums/, session directories and address slots (all four from the host inventory
+of drums-sweep --report, benchlib.host_resources), open file handles (/proc/sys/fs/file-nr), unreclaimable
+and reclaimable slab and MemAvailable (/proc/meminfo).
 
 Growth beyond noise, any of which fails the soak (exit 1):
   - a Drums count (mounts, links, cgroups, state entries) differs from its value before the first cycle;

@@ -309,6 +309,8 @@ fn warm_pool() {
     let st = &decode_lines::<StatusReport>(&st.stdout)[0];
     let by_name: Vec<String> = files(&spool.join("ready")).iter().map(|f| f.file_name().unwrap().to_string_lossy().split('.').nth(1).unwrap().to_string()).collect();
     assert_eq!((&st.parked, st.filler_pid), (&by_name, None), "{}", json(st));
+    // And names the file of each one's record, in the same order: what a caller reads instead of the spool.
+    assert_eq!(st.parked_files, files(&spool.join("ready")), "{}", json(st));
 
     // Parked siblings survive a sweep although their filler (their owner) is gone.
     std::thread::sleep(Duration::from_millis(1500));
@@ -465,6 +467,8 @@ fn assert_nothing_left(before: &Inventory) {
         keep(&mut left.links, &again.links);
         keep(&mut left.cgroups, &again.cgroups);
         keep(&mut left.state_dirs, &again.state_dirs);
+        keep(&mut left.nft_tables, &again.nft_tables);
+        keep(&mut left.slots, &again.slots);
     }
     assert!(left.is_empty(), "left behind: {left:?}");
 }

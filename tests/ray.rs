@@ -97,6 +97,10 @@ fn assert_nothing_left(before: &Inventory, ours: &[String]) {
         left.state_dirs.retain(mine);
         left.mounts.retain(mine);
         left.cgroups.retain(mine);
+        // A slot file names its session; a policy table is judged by the slot it is numbered after.
+        left.slots.retain(mine);
+        let our_slots: Vec<String> = left.slots.iter().filter_map(|s| s.split(' ').next()?.rsplit('/').next().map(str::to_string)).collect();
+        left.nft_tables.retain(|t| t.rsplit('_').next().is_some_and(|n| our_slots.iter().any(|s| s == n)));
         // A link of a session that is not ours (someone else's, on a slot this run freed) is theirs.
         left.links.retain(|l| !claimed_by_another(l, ours));
         if left.is_empty() {

@@ -73,6 +73,7 @@ const RECORDS: &[Record] = &[
     Record { key: "error", file: "lib/src/error.rs", ty: "ErrorRecord" },
     Record { key: "destroy", file: "lib/src/destroy.rs", ty: "DestroyReport" },
     Record { key: "sweep", file: "lib/src/destroy/sweep.rs", ty: "SweepReport" },
+    Record { key: "host_inventory", file: "lib/src/destroy/inventory.rs", ty: "Inventory" },
     Record { key: "audit", file: "lib/src/audit.rs", ty: "Report" },
     Record { key: "pool_parked", file: "lib/src/pool.rs", ty: "ParkedReport" },
     Record { key: "pool_fill", file: "lib/src/pool.rs", ty: "FillReport" },
@@ -123,6 +124,7 @@ const TABLES: &[Table] = &[
         tag: None,
         prose: &[],
     },
+    Table { heading: "Host inventory", table: 0, routes: &[("", "", "host_inventory", "")], tag: None, prose: &[] },
     Table { heading: "Network status", table: 0, routes: &[("", "", "net_status", "")], tag: None, prose: &[] },
     Table { heading: "Connection audit log", table: 0, routes: &[("", "", "net_audit", "")], tag: None, prose: &[] },
     Table { heading: "VNC record", table: 0, routes: &[("", "", "vnc", "")], tag: None, prose: &[] },
@@ -1051,7 +1053,7 @@ fn a_member_in_the_types_but_not_documented_fails() {
     let p = problems_with_source("lib/src/record/boundary.rs", |t| t.replacen("    pub no_new_privs: bool,\n", "    pub no_new_privs: bool,\n    pub fake_member: u8,\n", 1));
     one_problem(&p, &["`boundary.fake_member`", "Boundary.fake_member", "\"Checkpoint record"]);
     // A figure of the cgroup section's read-back put by a backend.
-    let p = problems_with_source("lib/src/cgroup/v2.rs", |t| t.replacen("put_max(&mut f, \"pids_max\"", "f.null(\"fake_figure\", \"x\");\n        put_max(&mut f, \"pids_max\"", 1));
+    let p = problems_with_source("lib/src/cgroup/v2.rs", |t| t.replacen("put_max(self.fs, &mut f, \"pids_max\"", "f.null(\"fake_figure\", \"x\");\n        put_max(self.fs, &mut f, \"pids_max\"", 1));
     one_problem(&p, &["`cgroup.read_back.fake_figure`", "a figure"]);
 }
 

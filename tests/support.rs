@@ -188,9 +188,11 @@ pub fn require_root() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "these tests need root (namespaces, mounts, cgroups)");
 }
 
-/// What Drums holds on this machine, as the before-stop check sees it: processes in PID namespaces other
-/// than the host's, mounts whose point names drums, links named drums*, cgroup directories named drums
-/// (and everything below them), session state directories. A suite must leave every list empty.
+/// What Drums holds on this machine, as the before-stop check sees it, read from `drums-sweep --report`
+/// (its `host_inventory` record, docs/record.md): processes in PID namespaces other than the host's,
+/// mounts below Drums' roots or naming drums, links named drums*, cgroup directories below Drums'
+/// cgroup parents, session state directories, sessions' network policy tables, address slots. A suite
+/// must leave every list empty.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Inventory {
     /// "pid comm" of every live process outside the host PID namespace.
@@ -202,11 +204,22 @@ pub struct Inventory {
     pub links: Vec<String>,
     pub cgroups: Vec<String>,
     pub state_dirs: Vec<String>,
+    /// Sessions' network policy tables (`inet drums_net_<slot>`); the session firewall `inet drums`,
+    /// which stays once made, is not counted.
+    pub nft_tables: Vec<String>,
+    /// "path session" of every address slot file (the session its file names, `-` when it names none).
+    pub slots: Vec<String>,
 }
 
 impl Inventory {
     pub fn is_empty(&self) -> bool {
-        self.processes.is_empty() && self.mounts.is_empty() && self.links.is_empty() && self.cgroups.is_empty() && self.state_dirs.is_empty()
+        self.processes.is_empty()
+            && self.mounts.is_empty()
+            && self.links.is_empty()
+            && self.cgroups.is_empty()
+            && self.state_dirs.is_empty()
+            && self.nft_tables.is_empty()
+            && self.slots.is_empty()
     }
     /// What is here now and was not in `before`: what a test left, even on a machine that was not clean.
     /// A new process in a PID namespace that a process of `before` still lives in (someone else's long-running
@@ -231,70 +244,34 @@ impl Inventory {
             links: minus(&self.links, &before.links),
             cgroups: minus(&self.cgroups, &before.cgroups),
             state_dirs: minus(&self.state_dirs, &before.state_dirs),
+            nft_tables: minus(&self.nft_tables, &before.nft_tables),
+            slots: minus(&self.slots, &before.slots),
         }
     }
 }
 
+/// The host inventory record of `drums-sweep --report`, as the tool prints it.
+pub fn host_inventory() -> drums::destroy::inventory::Inventory {
+    let o = Command::new(tool("drums-sweep")).arg("--report").stdin(Stdio::null()).output().expect("run drums-sweep --report");
+    assert!(o.status.success(), "drums-sweep --report: {}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("drums-sweep --report: {e}: {}", text(&o.stdout)))
+}
+
 pub fn inventory() -> Inventory {
-    use std::os::unix::fs::MetadataExt;
-    let mut inv = Inventory::default();
-    // Our own namespace, not PID 1's: /proc/1/ns may be closed to us (PID 1 can hold capabilities we lack).
-    let host_pidns = std::fs::metadata("/proc/self/ns/pid").map(|m| m.ino()).ok();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(m) = std::fs::metadata(format!("/proc/{pid}/ns/pid")) else { continue };
-        if Some(m.ino()) != host_pidns {
-            let p = format!("{pid} {}", drums::proc::comm(pid));
-            if drums::proc::state(pid) == Some('Z') {
-                inv.zombies.push(p);
-            } else {
-                inv.processes.push(p);
-            }
-        }
+    let r = host_inventory();
+    let show = |p: &Path| p.display().to_string();
+    let (zombies, live): (Vec<_>, Vec<_>) = r.processes.iter().partition(|p| p.zombie);
+    let policy = format!("inet {}", drums::net::egress::TABLE_PREFIX);
+    Inventory {
+        processes: live.iter().map(|p| format!("{} {}", p.pid, p.comm)).collect(),
+        zombies: zombies.iter().map(|p| format!("{} {}", p.pid, p.comm)).collect(),
+        mounts: r.mounts.iter().map(|p| show(p)).collect(),
+        links: r.links.clone(),
+        cgroups: r.cgroups.iter().map(|p| show(p)).collect(),
+        state_dirs: r.sessions.iter().map(|s| show(&s.state_dir)).collect(),
+        nft_tables: r.nft_tables.iter().filter(|t| t.starts_with(&policy)).cloned().collect(),
+        slots: r.slots.iter().map(|s| format!("{} {}", s.path.display(), s.session.as_deref().unwrap_or("-"))).collect(),
     }
-    for l in std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default().lines() {
-        if let Some(mp) = l.split(' ').nth(4) {
-            if mp.to_lowercase().contains("drums") {
-                inv.mounts.push(mp.to_string());
-            }
-        }
-    }
-    if let Ok(o) = Command::new("ip").args(["-o", "link", "show"]).output() {
-        for l in text(&o.stdout).lines() {
-            if let Some(name) = l.split(": ").nth(1) {
-                let name = name.split('@').next().unwrap_or(name);
-                if name.starts_with("drums") || name.starts_with("dr-") {
-                    inv.links.push(name.to_string());
-                }
-            }
-        }
-    }
-    fn walk(d: &Path, depth: usize, below_drums: bool, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
-            if !e.file_type().is_ok_and(|t| t.is_dir()) || e.file_type().is_ok_and(|t| t.is_symlink()) {
-                continue;
-            }
-            let p = e.path();
-            let drums = below_drums || e.file_name().to_string_lossy().to_lowercase().contains("drums");
-            if drums && depth >= 2 {
-                out.push(p.display().to_string());
-            }
-            if depth < 6 {
-                walk(&p, depth + 1, drums, out);
-            }
-        }
-    }
-    walk(Path::new("/sys/fs/cgroup"), 1, false, &mut inv.cgroups);
-    for e in std::fs::read_dir(drums::state::sessions_root()).into_iter().flatten().flatten() {
-        inv.state_dirs.push(e.path().display().to_string());
-    }
-    inv.processes.sort();
-    inv.zombies.sort();
-    inv.mounts.sort();
-    inv.links.sort();
-    inv.cgroups.sort();
-    inv.state_dirs.sort();
-    inv
 }
 
 /// One HTTP/1.1 request to `url` (http://host:port/path) with an optional JSON body, retried while the

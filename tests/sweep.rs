@@ -510,6 +510,8 @@ fn mine(inv: &Inventory, tags: &[&str], pidns: &[u64]) -> Inventory {
         links: f(&inv.links),
         cgroups: f(&inv.cgroups),
         state_dirs: f(&inv.state_dirs),
+        nft_tables: f(&inv.nft_tables),
+        slots: f(&inv.slots),
     }
 }
 
@@ -798,4 +800,63 @@ fn an_orphan_with_a_ledger_line_not_understood_is_refused_and_kept() {
     h.reap();
     assert_swept(code, &r, &err, &[h.tag()]);
     assert_eq!(leftovers(&h), Vec::<String>::new(), "{}", json(&r));
+}
+
+/// `drums-sweep --report` names every object of a live session (made here, so what it must name is
+/// known), takes no lock (it answers while a sweep's lock is held), and names none of them once the
+/// session is swept.
+#[test]
+fn the_host_inventory_names_a_live_session_and_nothing_of_it_after_its_sweep() {
+    require_root();
+    let _l = session_lock();
+    let mut h = Hand::new(9);
+    let report = || {
+        let mut c = Command::new(tool("drums-sweep")).arg("--report").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let t0 = Instant::now();
+        while c.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(30) {
+                let _ = c.kill();
+                panic!("drums-sweep --report did not finish in 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        one::<drums::destroy::inventory::Inventory>(&text(&o.stdout))
+    };
+    let inv = {
+        // A sweep's exclusive lock held meanwhile: the report does not wait for it.
+        let _sweeping = drums::destroy::sweep::lock(true, true).unwrap();
+        report()
+    };
+    let s = inv.sessions.iter().find(|s| s.id == h.id).unwrap_or_else(|| panic!("{} not listed: {}", h.id, json(&inv.sessions)));
+    assert_eq!((&s.state_dir, s.ledger, s.phase.as_deref(), s.holder_alive), (&h.dir, true, Some("live"), Some(true)), "{}", json(s));
+    // tmpfs, inner mount, dir, init, slot, link, 2 cgroups, image.
+    assert_eq!(s.resources, 9, "{}", json(s));
+    for m in [h.dir.join("tmpfs"), h.dir.join("tmpfs/merged")] {
+        assert!(inv.mounts.contains(&m), "{} not in {:?}", m.display(), inv.mounts);
+    }
+    assert!(inv.links.contains(&h.link), "{} not in {:?}", h.link, inv.links);
+    for c in &h.cgroups {
+        assert!(inv.cgroups.contains(c), "{} not in {:?}", c.display(), inv.cgroups);
+    }
+    assert!(inv.slots.iter().any(|s| s.path == h.slot && s.session.as_deref() == Some(h.id.as_str())), "{}", json(&inv.slots));
+    let ours: Vec<_> = inv.processes.iter().filter(|p| p.pidns == h.pidns).collect();
+    assert!(ours.iter().any(|p| p.pid == h.init_pid && p.comm == "drums-init"), "{}", json(&ours));
+    assert!(ours.len() >= 3, "the init and its two children: {}", json(&ours));
+    assert!(ours.iter().all(|p| p.session_init == Some(h.init_pid)), "{}", json(&ours));
+    // The cgroups the tests' inventory counts are the report's.
+    assert!(inventory().cgroups.iter().any(|c| c.contains(&h.id)));
+
+    let o = run("drums-sweep", &[], &h.record());
+    h.reap();
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", text(&o.stderr));
+    let inv = report();
+    let named = |x: &str| x.contains(&h.id);
+    assert!(!inv.sessions.iter().any(|s| s.id == h.id), "{}", json(&inv.sessions));
+    assert!(!inv.mounts.iter().any(|m| named(&m.to_string_lossy())), "{:?}", inv.mounts);
+    assert!(!inv.links.contains(&h.link), "{:?}", inv.links);
+    assert!(!inv.cgroups.iter().any(|c| named(&c.to_string_lossy())), "{:?}", inv.cgroups);
+    assert!(!inv.slots.iter().any(|s| s.path == h.slot), "{}", json(&inv.slots));
+    assert!(!inv.processes.iter().any(|p| p.pid == h.init_pid && p.comm == "drums-init"), "{}", json(&inv.processes));
 }

@@ -12,7 +12,9 @@
 //!
 //! Here: the `Backend` interface and how a backend is made. Beside it: limits.rs (the limits and their
 //! defaults), section.rs (the record's section, checked), lifecycle.rs (create, enter, freeze, remove),
-//! telemetry.rs (read-back and samples), files.rs (the kernel file helpers), detect.rs, v1.rs, v2.rs.
+//! telemetry.rs (read-back and samples), files.rs (the file operations, the one privileged seam, behind
+//! `CgroupFs`), detect.rs, v1.rs, v2.rs. The unit tests in tests.rs run v1, v2 and the lifecycle on a
+//! recording fake of `CgroupFs` (no root, no kernel): what is written, where, and in which order.
 
 pub mod detect;
 mod files;
@@ -22,9 +24,11 @@ mod section;
 mod telemetry;
 mod v1;
 mod v2;
+#[cfg(test)]
+mod tests;
 
 use crate::error::Result;
-use files::{read_procs, write_str};
+use files::{read_procs, write_str, CgroupFs};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -42,6 +46,8 @@ pub const PARENT: &str = crate::state::NAME_PREFIX;
 /// is written once.
 pub(crate) trait Backend {
     fn version(&self) -> Version;
+    /// The file system its operations go to: the kernel's, or a recording fake in unit tests.
+    fn fs(&self) -> &'static dyn CgroupFs;
     /// Hierarchy key -> session directory.
     fn paths(&self) -> &BTreeMap<String, PathBuf>;
     /// Make the `drums` parent of `dir` ready (exists; on v2 passes the controllers down).
@@ -66,7 +72,7 @@ pub(crate) trait Backend {
     }
     fn enter(&self, pid: i32) -> Result<()> {
         for d in self.dirs() {
-            write_str(&d.join("cgroup.procs"), &pid.to_string())?;
+            write_str(self.fs(), &d.join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
     }
@@ -74,7 +80,7 @@ pub(crate) trait Backend {
     fn procs_everywhere(&self) -> Result<BTreeSet<i32>> {
         let mut acc: Option<BTreeSet<i32>> = None;
         for d in self.dirs() {
-            let s: BTreeSet<i32> = read_procs(&d)?.into_iter().collect();
+            let s: BTreeSet<i32> = read_procs(self.fs(), &d)?.into_iter().collect();
             acc = Some(match acc {
                 None => s,
                 Some(a) => a.intersection(&s).copied().collect(),

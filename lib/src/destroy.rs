@@ -13,6 +13,7 @@
 //! arguments.
 
 pub mod fsops;
+pub mod inventory;
 mod links;
 pub mod request;
 pub mod sweep;

@@ -98,7 +98,7 @@ pub fn allocate(ledger: &Ledger) -> Result<IdRange> {
     let root = crate::state::private_root(&crate::state::state_root())?;
     let lock_path = root.join(LOCK_FILE);
     let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock_path).ctx("open", &lock_path)?;
-    let _lock = crate::ledger::Flock::exclusive(&f, &lock_path)?;
+    let _lock = crate::flock::Flock::wait(&f, &lock_path, crate::flock::Mode::Exclusive)?;
     let taken: Vec<(u64, u64)> = held().into_iter().map(|(_, r)| (r.base as u64, r.count as u64)).chain(host_accounts()).collect();
     let procs = process_ids();
     for slot in 0..slots {

@@ -272,17 +272,14 @@ fn xattrs(p: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
 
 /// Held while a tool resolves an image (or runtime layer) and mounts it (shared), or removes unused ones
 /// (exclusive): a removal never takes an image from under a session being made.
-pub struct UseLock(#[allow(dead_code)] std::fs::File);
+pub struct UseLock(#[allow(dead_code)] crate::flock::Flock<std::fs::File>);
 
 pub fn lock(exclusive: bool) -> Result<UseLock> {
     let root = crate::state::private_root(&images_root())?;
     let path = root.join(".lock");
     let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).ctx("open", &path)?;
-    let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
-    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), op) } != 0 {
-        return Err(Error::io("lock", &path, std::io::Error::last_os_error()));
-    }
-    Ok(UseLock(f))
+    let mode = if exclusive { crate::flock::Mode::Exclusive } else { crate::flock::Mode::Shared };
+    Ok(UseLock(crate::flock::Flock::wait(f, &path, mode)?))
 }
 
 /// Who uses the read-only lowers on this machine: each live overlay mount (by its mount point) with the

@@ -19,12 +19,12 @@
 //! on this machine's virtual disk.
 
 use crate::error::{Error, IoContext, Result};
+use crate::flock::{Flock, Mode};
 use crate::record::Owner;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "ledger.jsonl";
@@ -198,7 +198,7 @@ impl Ledger {
     pub fn append(&self, entry: &Entry) -> Result<()> {
         let path = self.path();
         let f = OpenOptions::new().read(true).append(true).open(&path).ctx("open ledger", &path)?;
-        let _lock = Flock::exclusive(&f, &path)?;
+        let _lock = Flock::wait(&f, &path, Mode::Exclusive)?;
         let mut line = line_of(entry);
         // A crash mid-write leaves a line without its newline; start ours on a fresh line so only the
         // damaged line is lost.
@@ -224,7 +224,7 @@ impl Ledger {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PhaseCas::Gone),
             Err(e) => return Err(Error::io("open ledger", &path, e)),
         };
-        let _lock = Flock::exclusive(&f, &path)?;
+        let _lock = Flock::wait(&f, &path, Mode::Exclusive)?;
         let mut text = Vec::new();
         (&f).read_to_end(&mut text).ctx("read ledger", &path)?;
         let last = parse(&String::from_utf8_lossy(&text)).last_phase().map(|(p, ..)| p.to_string());
@@ -320,30 +320,6 @@ fn parse(text: &str) -> Contents {
         }
     }
     c
-}
-
-/// An flock held until drop.
-pub struct Flock<'a> {
-    f: &'a File,
-}
-impl<'a> Flock<'a> {
-    pub fn exclusive(f: &'a File, path: &Path) -> Result<Flock<'a>> {
-        loop {
-            let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-            if r == 0 {
-                return Ok(Flock { f });
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(Error::io("lock", path, e));
-            }
-        }
-    }
-}
-impl Drop for Flock<'_> {
-    fn drop(&mut self) {
-        unsafe { libc::flock(self.f.as_raw_fd(), libc::LOCK_UN) };
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod criu_image;
 pub mod desktop;
 pub mod destroy;
 pub mod error;
+pub mod flock;
 pub mod idrange;
 pub mod image;
 pub mod inroot;

@@ -332,12 +332,7 @@ pub fn ensure_firewall() -> Result<()> {
     // each find the other's table.
     let lock_path = root.join("firewall.lock");
     let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).ctx("open", &lock_path)?;
-    while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(Error::io("lock", &lock_path, e));
-        }
-    }
+    let _lock = crate::flock::Flock::wait(lock, &lock_path, crate::flock::Mode::Exclusive)?;
     // Another process may have verified it meanwhile.
     if unchanged() {
         return Ok(());

@@ -10,11 +10,11 @@
 //! one wins a sibling.
 
 use crate::error::{Error, IoContext, Result};
+use crate::flock::{Flock, Mode};
 use crate::ledger::{Ledger, PhaseCas};
 use crate::record::{Checkpoint, Owner, Session};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
@@ -59,7 +59,7 @@ fn destroy_session(id: &str) -> Result<()> {
 
 /// The fill lock of a spool, held until dropped.
 struct FillLock {
-    _f: File,
+    _l: Flock<File>,
 }
 
 impl FillLock {
@@ -67,20 +67,7 @@ impl FillLock {
     fn take(spool: &Spool, wait: Duration) -> Result<Option<FillLock>> {
         let path = spool.lock_path();
         let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(&path).ctx("open fill lock", &path)?;
-        let deadline = Instant::now() + wait;
-        loop {
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(Some(FillLock { _f: f }));
-            }
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EWOULDBLOCK) && e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(Error::io("lock", &path, e));
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        Ok(Flock::try_for(f, &path, Mode::Exclusive, wait)?.map(|l| FillLock { _l: l }))
     }
 }
 
@@ -514,6 +501,9 @@ pub struct StatusReport {
     pub checkpoint: String,
     /// Parked siblings (records in `ready/`), oldest first.
     pub parked: Vec<String>,
+    /// The file holding each parked sibling's record, in the order of `parked`: where a caller reads a
+    /// parked record without knowing the spool's layout.
+    pub parked_files: Vec<PathBuf>,
     /// Seconds since the oldest was parked; null when none is.
     pub oldest_age_s: Option<f64>,
     /// Records in `taken/`: siblings handed out whose session still exists (or was destroyed since the
@@ -534,6 +524,7 @@ pub fn status(spool: &Spool) -> StatusReport {
         pool: spool.dir.clone(),
         checkpoint: spool.checkpoint.clone(),
         oldest_age_s: parked.first().map(|f| now_ms().saturating_sub(f.parked_ms) as f64 / 1000.0),
+        parked_files: parked.iter().map(|f| f.path.clone()).collect(),
         parked: parked.into_iter().map(|f| f.session).collect(),
         taken: Spool::files_in(&spool.taken()).len(),
         making: Spool::files_in(&spool.tmp()).len(),

@@ -1,7 +1,7 @@
 //! A session's cgroups from creation to removal: create them with their limits, move processes in, make
 //! a sibling's before a restore, freeze and thaw, and remove them (after a failure too).
 
-use super::files::{errno, read_procs};
+use super::files::{errno, read_procs, CgroupFs, KERNEL};
 use super::section::{is_session_cgroup_name, require_section};
 use super::{backend_for_new, backend_of, detect, section, Backend, Limits, Section, PARENT, SECTION};
 use crate::error::{Error, Result};
@@ -29,13 +29,20 @@ pub fn create(session: &mut Session, limits: &Limits) -> Result<()> {
     }
     let layout = detect::layout()?;
     let (b, proc_paths) = backend_for_new(&layout, &session.id)?;
+    create_on(session, limits, b.as_ref(), proc_paths)
+}
+
+/// `create` with the backend `b` made (on the kernel, or on a fake in unit tests): for each directory the
+/// ledger line, then the parent, then mkdir; the limits; their read-back; the processes moved in. On a
+/// failure the directories made are removed in reverse order, each released in the ledger after its rmdir.
+pub(super) fn create_on(session: &mut Session, limits: &Limits, b: &dyn Backend, proc_paths: std::collections::BTreeMap<String, String>) -> Result<()> {
     let ledger = Ledger::open(&session.state_dir)?;
     let mut ledgered: Vec<PathBuf> = Vec::new();
     let result = (|| -> Result<Section> {
         for dir in b.dirs() {
             ledger.create_res(Resource::Cgroup { path: dir.clone() })?;
             ledgered.push(dir.clone());
-            make_session_dir(b.as_ref(), &dir)?;
+            make_session_dir(b, &dir)?;
         }
         b.apply(limits)?;
         let rb = b.read_back();
@@ -48,7 +55,7 @@ pub fn create(session: &mut Session, limits: &Limits) -> Result<()> {
             )));
         }
         let moved = match &session.ns {
-            Some(ns) => Some(move_processes(b.as_ref(), ns)?),
+            Some(ns) => Some(move_processes(b, ns)?),
             None => None,
         };
         Ok(Section {
@@ -71,7 +78,11 @@ pub fn create(session: &mut Session, limits: &Limits) -> Result<()> {
         Err(e) => {
             let mut cleanup = Ok(());
             for dir in ledgered.iter().rev() {
-                let r = remove_path(dir).and_then(|_| ledger.release(Resource::Cgroup { path: dir.clone() }));
+                // Made by this call, under the backend's own names: removed by the one removal rule.
+                let r = rmdir_when_left_on(b.fs(), dir).and_then(|_| {
+                    remove_empty_parent_on(b.fs(), dir);
+                    ledger.release(Resource::Cgroup { path: dir.clone() })
+                });
                 if cleanup.is_ok() {
                     cleanup = r;
                 }
@@ -87,7 +98,7 @@ fn make_session_dir(b: &dyn Backend, dir: &Path) -> Result<()> {
     let mut tries = 0;
     loop {
         b.prepare_parent(dir)?;
-        match std::fs::create_dir(dir) {
+        match b.fs().mkdir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 10 => tries += 1,
             Err(e) => return Err(Error::io("create cgroup directory", dir, e)),
@@ -195,16 +206,19 @@ pub fn remove_path(path: &Path) -> Result<()> {
 /// REMOVE_RETRY. A task that is not leaving will not go
 /// by waiting: the error comes at once, with errno EBUSY and the processes still inside.
 pub(crate) fn rmdir_when_left(path: &Path) -> Result<()> {
+    rmdir_when_left_on(&KERNEL, path)
+}
+pub(super) fn rmdir_when_left_on(fs: &dyn CgroupFs, path: &Path) -> Result<()> {
     let t0 = Instant::now();
     loop {
-        match std::fs::remove_dir(path) {
+        match fs.rmdir(path) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < crate::state::scaled(REMOVE_RETRY) && all_leaving(path) => {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t0.elapsed() < crate::state::scaled(REMOVE_RETRY) && all_leaving(fs, path) => {
                 std::thread::sleep(Duration::from_millis(10))
             }
             Err(e) => {
-                let left = read_procs(path).map(|v| format!("{v:?}")).unwrap_or_else(|_| "unknown".into());
+                let left = read_procs(fs, path).map(|v| format!("{v:?}")).unwrap_or_else(|_| "unknown".into());
                 return Err(Error::io(format!("remove cgroup (processes still inside: {left})"), path, e));
             }
         }
@@ -212,16 +226,19 @@ pub(crate) fn rmdir_when_left(path: &Path) -> Result<()> {
 }
 
 /// Every process `cgroup` lists is leaving (see `rmdir_when_left`); an unreadable list counts as left.
-fn all_leaving(cgroup: &Path) -> bool {
-    read_procs(cgroup).unwrap_or_default().into_iter().all(crate::proc::leaving)
+fn all_leaving(fs: &dyn CgroupFs, cgroup: &Path) -> bool {
+    read_procs(fs, cgroup).unwrap_or_default().into_iter().all(crate::proc::leaving)
 }
 
 /// The `drums` parent of a session cgroup, if it is now empty. Best effort: EBUSY/ENOTEMPTY means other
 /// sessions still have their cgroups there.
 pub(crate) fn remove_empty_parent(path: &Path) {
+    remove_empty_parent_on(&KERNEL, path)
+}
+fn remove_empty_parent_on(fs: &dyn CgroupFs, path: &Path) {
     if let Some(parent) = path.parent() {
         if parent.file_name().is_some_and(|n| n == PARENT) {
-            let _ = std::fs::remove_dir(parent);
+            let _ = fs.rmdir(parent);
         }
     }
 }

@@ -51,7 +51,7 @@ fn init_alive(session: &Session) -> Option<bool> {
 
 fn sample_with(session: &Session, sec: &Section, b: &dyn Backend, seq: u64) -> Sample {
     let mut f = b.sample();
-    match read_procs(b.procs_dir()) {
+    match read_procs(b.fs(), b.procs_dir()) {
         Ok(p) => f.put("processes", Ok(p.len() as u64)),
         Err(e) => f.null("processes", e.to_string()),
     }
@@ -98,9 +98,9 @@ pub fn watch(session: &Session, interval: Duration, max_samples: Option<u64>, mu
     loop {
         let ended = match init_alive(session) {
             Some(alive) => !alive,
-            None => read_procs(b.procs_dir()).map(|p| p.is_empty()).unwrap_or(true),
+            None => read_procs(b.fs(), b.procs_dir()).map(|p| p.is_empty()).unwrap_or(true),
         };
-        let gone = !b.procs_dir().exists();
+        let gone = !b.fs().exists(b.procs_dir());
         let last = ended || gone || max_samples.is_some_and(|m| seq + 1 >= m);
         let mut v = sample_with(session, &sec, b.as_ref(), seq);
         v.last = Some(last);

@@ -30,7 +30,6 @@ use crate::ledger::{Contents, Entry, Resource};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,7 +41,7 @@ pub const INIT_COMM: &str = "drums-init";
 /// The sweep lock, `<state_root>/sweep.lock`, held until dropped. Sweeps take it exclusively so two never
 /// race; explicit destroys take it shared, so they run side by side but never during a sweep.
 pub struct SweepLock {
-    _f: File,
+    _l: crate::flock::Flock<File>,
 }
 
 /// Take the sweep lock, waiting for it. None: there is no state root, so there is nothing to sweep or
@@ -61,16 +60,8 @@ pub fn lock(exclusive: bool, create: bool) -> Result<Option<SweepLock>> {
         Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("open sweep lock", &path, e)),
     };
-    let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
-    loop {
-        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
-            return Ok(Some(SweepLock { _f: f }));
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(Error::io("lock", &path, e));
-        }
-    }
+    let mode = if exclusive { crate::flock::Mode::Exclusive } else { crate::flock::Mode::Shared };
+    Ok(Some(SweepLock { _l: crate::flock::Flock::wait(f, &path, mode)? }))
 }
 
 #[derive(Debug, Clone)]
@@ -654,7 +645,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
 /// Session inits on this machine: (host pid, start time, pid namespace inode, why it is Drums'). A session
 /// init is PID 1 of its namespace and calls itself `drums-init` (comm) or `drums-ns init` (command line);
 /// a restored init keeps both from its source, so the id in the command line is never relied on.
-fn session_inits() -> Vec<(i32, u64, u64, String)> {
+pub(super) fn session_inits() -> Vec<(i32, u64, u64, String)> {
     let me = crate::proc::ns_inode(std::process::id() as i32, "pid").ok();
     let mut out = vec![];
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {

@@ -19,7 +19,6 @@ from desktop_env.providers.base import Provider, VMManager
 
 REPO = Path(__file__).resolve().parents[3]
 PIPELINES = REPO / "pipelines"
-STATE_DIR = Path(os.environ.get("DRUMS_STATE_DIR", "/run/drums"))
 # Where get_vm_path keeps the record of the checkpoint it makes when the harness names none.
 DEFAULT_CHECKPOINT_RECORD = Path(os.environ.get("DRUMS_OSWORLD_DIR", "/var/lib/drums/osworld")) / "checkpoint.json"
 # The ports DesktopEnv reads from get_ip_address. The guest's is the session's; Chromium's DevTools and
@@ -100,7 +99,10 @@ class Checkpoint:
         return cls(rec["id"], line)
 
     def pool_has_siblings(self):
-        return any((STATE_DIR / "pools" / self.id / "ready").glob("*.json"))
+        """Whether the checkpoint's warm pool holds a parked sibling now, as drums-pool status says."""
+        out = _run(["drums-pool", "status", "--checkpoint", self.id], timeout=30)
+        _, rec = _one_record(out, "pool_status")
+        return bool(rec["parked"])
 
 
 class DrumsProvider(Provider):

@@ -41,6 +41,13 @@ pub struct Args {
     /// --remove-images.
     #[arg(long, conflicts_with_all = ["input", "sessions", "state_dirs", "orphans", "remove_images"])]
     pub prune_root_images: bool,
+    /// Print one host_inventory record, what Drums holds on this host (sessions and their ledgers,
+    /// processes, mounts, cgroups, links, nftables tables, slots, checkpoints, mapped files, root images,
+    /// pools), and change nothing.
+    ///
+    /// It takes no lock and judges nothing. Not with any other option but --help.
+    #[arg(long, conflicts_with_all = ["input", "sessions", "state_dirs", "orphans", "remove_images", "prune_root_images", "dry_run", "ttl"])]
+    pub report: bool,
     /// Grace period: leave alone sessions and unledgered objects younger than this, such as 60s or 0.
     ///
     /// The duration is read as drums(7), "Sizes and durations", says.

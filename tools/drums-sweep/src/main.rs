@@ -5,6 +5,9 @@ use drums_sweep::cli::Args;
 fn main() {
     drums::cli::run("drums-sweep", |a: Args| {
         drums::cli::require_root()?;
+        if a.report {
+            return drums::cli::emit(&destroy::inventory::take());
+        }
         if a.prune_root_images {
             return drums::cli::emit(&drums::image::prune(a.dry_run)?);
         }
