@@ -136,18 +136,7 @@ impl Allowed {
             return Ok(());
         }
         let cmd = format!("add element inet {} resolved {{ {} }}\n", self.table, elems.join(", "));
-        let mut child = std::process::Command::new("nft")
-            .args(["-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("nft: {e}"))?;
-        child.stdin.take().unwrap().write_all(cmd.as_bytes()).map_err(|e| format!("nft: {e}"))?;
-        let o = child.wait_with_output().map_err(|e| format!("nft: {e}"))?;
-        if !o.status.success() {
-            return Err(format!("{}: {}", cmd.trim(), String::from_utf8_lossy(&o.stderr).trim()));
-        }
+        super::egress::nft(&cmd).map_err(|e| format!("{}: {e}", cmd.trim()))?;
         Ok(())
     }
 }

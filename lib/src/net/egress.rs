@@ -294,8 +294,8 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rat
 pub const LOG_RATE: u32 = 50;
 pub const LOG_BURST: u32 = 100;
 
-/// Run `nft -f -` with `input`.
-fn nft(input: &str) -> Result<()> {
+/// Run `nft -f -` with `input` (the auditor's set updates too).
+pub(super) fn nft(input: &str) -> Result<()> {
     let mut child = std::process::Command::new("nft")
         .args(["-f", "-"])
         .stdin(std::process::Stdio::piped())
