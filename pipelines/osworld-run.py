@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Run OSWorld task files through OSWorld's own DesktopEnv with the Drums provider (docs/osworld.md).
 
-  pipelines/osworld-run.py --checkpoint ckpt.json [--agent none|scripted [--actions FILE]] [--settle S] [TASK ...]
+  pipelines/osworld-run.py --checkpoint ckpt.json [--agent none|scripted [--actions FILE]] [--settle S] [--eval-wait S] [TASK ...]
   pipelines/osworld-run.py --list [--image-root DIR] [TASK ...]
 
 TASK: task files or directories of them (default: the shared OSWorld tasks, ../shared/osworld/examples).
@@ -11,7 +11,7 @@ applications of its domain are in the checkpoint's root image; otherwise it is s
 One JSON line per task on stdout:
   {"type": "osworld_task", "id", "domain", "runnable", "skip_reason", "programs", "missing_programs",
    "setup_ok", "reset_s", "take_s", "take_source", "setup_s", "settle_s", "agent", "solution", "actions_s",
-   "agent_error", "eval_s", "score", "error", "session"}
+   "agent_error", "eval_wait_s", "eval_s", "score", "error", "session"}
 programs: what the task's setup, post-config and evaluation getters start in the session (the first word of
 each command, read as a shell reads it); missing_programs: those the root image has in none of PROGRAM_DIRS
 (null: no image to look in). A missing program does not skip the task: it runs, and its setup or evaluation
@@ -19,7 +19,9 @@ shows what the program's absence does.
 reset_s is DesktopEnv.reset (take_s of it the provider's take of a fresh sibling, null when the reset
 reused a clean one; setup_s the task's setup, SetupController.setup, all tries); settle_s the wait after
 the reset (--settle: the applications the setup launched come up before the agent's first observation and
-action, or before the evaluation with agent none); eval_s is evaluate();
+action, or before the evaluation with agent none); eval_wait_s the wait between the agent's last action and
+the evaluation (--eval-wait: what the last action started is written, a browser's Bookmarks or Preferences
+say, before the evaluator reads or kills it; null when the agent did not act); eval_s is evaluate();
 score the metric's value (null when evaluation raised: error says what). agent: none or scripted;
 solution: the scripted agent's solution file run for the task (relative to the repository; null: none, or
 --actions gave the actions); actions_s: the seconds the agent acted (null with agent none or nothing to
@@ -253,6 +255,9 @@ def main():
     ap.add_argument("--settle", type=float, default=20.0, metavar="SECONDS",
                     help="wait this long after each reset before the agent observes and acts (with agent none, before "
                     "the evaluation), as OSWorld's run_single_example waits after its reset (default: 20)")
+    ap.add_argument("--eval-wait", type=float, default=20.0, metavar="SECONDS",
+                    help="wait this long after the agent's last action before the evaluation, as OSWorld's "
+                    "run_single_example waits before evaluate() (default: 20; no wait when the agent did not act)")
     ap.add_argument("--cache", default="/tmp/drums-osworld-cache")
     a = ap.parse_args()
     # The records alone on stdout: OSWorld's getters and metrics print as they go (and so do the programs
@@ -261,6 +266,8 @@ def main():
     os.dup2(2, 1)
     if not (a.settle >= 0 and math.isfinite(a.settle)):
         ap.error("--settle: seconds, 0 or more")
+    if not (a.eval_wait >= 0 and math.isfinite(a.eval_wait)):
+        ap.error("--eval-wait: seconds, 0 or more")
     if a.actions and a.agent != "scripted":
         ap.error("--actions goes with --agent scripted")
     if not a.list and not a.checkpoint:
@@ -330,7 +337,7 @@ def main():
             rec = {"type": "osworld_task", "id": t["id"], "domain": domain, "runnable": reason is None, "skip_reason": reason,
                    "programs": programs_run_by(t), "missing_programs": missing[t["id"]],
                    "setup_ok": None, "reset_s": None, "take_s": None, "take_source": None, "setup_s": None, "settle_s": None,
-                   "agent": a.agent, "solution": None, "actions_s": None, "agent_error": None, "eval_s": None,
+                   "agent": a.agent, "solution": None, "actions_s": None, "agent_error": None, "eval_wait_s": None, "eval_s": None,
                    "score": None, "error": None, "session": None}
             if reason is not None or a.list:
                 emit(rec)
@@ -367,6 +374,12 @@ def main():
                         except Exception as e:  # the agent gave up: what it did so far is evaluated
                             rec["agent_error"] = f"{type(e).__name__}: {e}"[:2000]
                     rec["actions_s"] = round(time.monotonic() - t0, 3) if ran else None
+                    # What the last action started settles before the evaluator reads (or pkills) the
+                    # application: chrome/2ad9387a's Bookmarks file was read before Chromium wrote it.
+                    if ran:
+                        if a.eval_wait > 0:
+                            time.sleep(a.eval_wait)
+                        rec["eval_wait_s"] = a.eval_wait
                 t0 = time.monotonic()
                 rec["score"] = env.evaluate()
                 rec["eval_s"] = round(time.monotonic() - t0, 3)
