@@ -13,6 +13,7 @@ pub const REFUSED: &[&str] = &[
     "write own memory limit (v1 value)", "write own pids limit", "write own cpu limit", "write own cpu limit (v1 value)",
     "thaw or freeze through the freezer", "leave its cgroup", "give controllers away", "make a cgroup release agent", "make a cgroup",
     "other sessions' names", "cgroups of the session's processes", "other sessions' cgroup directories", "other sessions' figures",
+    "host cgroup counts",
 ];
 
 /// The attack's output lines: what escaped, and which expected refusals are missing.

@@ -353,8 +353,9 @@ fn enter_own_userns(r: &crate::record::IdRange, userns: Userns) -> std::result::
 }
 
 /// Files of /proc that show or change the host (the kernel's memory, its symbols and timers, the magic
-/// SysRq key, physical pages): /dev/null is bound over each, as Docker's default masks them.
-pub const MASKED_PROC_FILES: &[&str] = &["kcore", "sysrq-trigger", "keys", "timer_list", "timer_stats", "sched_debug", "kallsyms", "latency_stats", "kpagecount", "kpageflags", "kpagecgroup", "vmcore"];
+/// SysRq key, physical pages): /dev/null is bound over each, as Docker's default masks them. Also
+/// `cgroups`: its counts of the host's cgroups tell a session how many sessions run beside it.
+pub const MASKED_PROC_FILES: &[&str] = &["kcore", "sysrq-trigger", "keys", "timer_list", "timer_stats", "sched_debug", "kallsyms", "latency_stats", "kpagecount", "kpageflags", "kpagecgroup", "vmcore", "cgroups"];
 /// Directories of /proc with hardware and drivers of the host: an empty read-only directory over each.
 pub const MASKED_PROC_DIRS: &[&str] = &["acpi", "scsi", "asound"];
 /// Directories of /proc that write the host's kernel (most of /proc/sys is not namespaced:

@@ -158,10 +158,11 @@ for d in cgdirs:
         if os.path.exists(os.path.join(d, f)):
             fig.append(os.path.join(d, f))
 out("other sessions' figures", f"ESCAPED (cgroup figures readable: {fig[:6]})" if fig else "refused (no cgroup figure file is reachable)")
-# Host-wide counts that are not any session's figures: reported, not judged.
+# The host's count of cgroups (how many sessions run beside this one): /proc/cgroups is masked.
 try:
-    out("/proc/cgroups", "info " + " ".join(l.split()[0] + "=" + l.split()[2] for l in open("/proc/cgroups").read().splitlines()[1:] if l.split()[0] in ("cpu", "memory", "pids")))
+    counts = [l for l in open("/proc/cgroups").read().splitlines()[1:] if l.strip()]
+    out("host cgroup counts", f"ESCAPED (/proc/cgroups: {counts[:3]})" if counts else "refused (/proc/cgroups is empty: masked)")
 except OSError as e:
-    out("/proc/cgroups", f"info unreadable ({e.strerror})")
+    out("host cgroup counts", f"refused (/proc/cgroups unreadable: {e.strerror})")
 status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
 out("boundary", f"info CapEff={status['CapEff'].strip()} Seccomp={status['Seccomp'].strip()} uid={os.getuid()}")
