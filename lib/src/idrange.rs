@@ -63,11 +63,8 @@ fn host_accounts() -> Vec<(u64, u64)> {
 /// The user and group ids of every process on the host (real, effective, saved, file system).
 fn process_ids() -> Vec<u64> {
     let mut out = vec![];
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if !e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(st) = std::fs::read_to_string(e.path().join("status")) else { continue };
+    for pid in crate::proc::pids() {
+        let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue };
         for l in st.lines().filter(|l| l.starts_with("Uid:") || l.starts_with("Gid:")) {
             out.extend(l.split_whitespace().skip(1).filter_map(|x| x.parse::<u64>().ok()));
         }

@@ -202,6 +202,12 @@ pub fn ns_inode(pid: i32, ns: &str) -> Result<u64> {
     Ok(std::fs::metadata(&p).ctx("stat namespace", &p)?.ino())
 }
 
+/// The PIDs of every process on the host, from one listing of /proc (a process may be gone by the time
+/// its files are read).
+pub fn pids() -> Vec<i32> {
+    std::fs::read_dir("/proc").into_iter().flatten().flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
+}
+
 /// Host PIDs of every process whose PID namespace is `pidns` (inode).
 pub fn pids_in_pidns(pidns: u64) -> Vec<i32> {
     use std::os::unix::fs::MetadataExt;

@@ -139,8 +139,7 @@ fn processes() -> Vec<ProcessEntry> {
     let me = crate::proc::ns_inode(std::process::id() as i32, "pid").ok();
     let inits: BTreeMap<u64, i32> = super::sweep::session_inits().into_iter().map(|(pid, _, ns, _)| (ns, pid)).collect();
     let mut v = vec![];
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+    for pid in crate::proc::pids() {
         let Ok(ns) = crate::proc::ns_inode(pid, "pid") else { continue };
         if Some(ns) == me {
             continue;
