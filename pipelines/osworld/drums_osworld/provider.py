@@ -39,11 +39,13 @@ CLOSE_PAGE = r"""
 pid=$1 title=$2 kill_after=$3 give_up=$4 i=0
 kill -TERM "$pid" 2>/dev/null
 while :; do
-  tree=$(xwininfo -root -tree) || { echo "xwininfo could not read the screen's windows" >&2; exit 1; }
-  case $tree in *"\"$title\":"*) ;; *) exit 0 ;; esac
+  # A window that goes away while xwininfo walks the tree fails the walk (BadWindow): read it again.
+  if tree=$(xwininfo -root -tree 2>/dev/null); then
+    case $tree in *"\"$title\":"*) ;; *) exit 0 ;; esac
+  fi
   i=$((i + 1))
   [ "$i" -eq "$kill_after" ] && kill -KILL "$pid" 2>/dev/null
-  [ "$i" -ge "$give_up" ] && { echo "a window titled $title is still on the screen" >&2; exit 1; }
+  [ "$i" -ge "$give_up" ] && { echo "a window titled $title is still on the screen (or the screen's windows could not be read)" >&2; exit 1; }
   sleep 0.1
 done
 """
