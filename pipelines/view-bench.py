@@ -21,10 +21,10 @@ drums-ready, --parallel chains at once). Then, in one run:
 2. The page with every session on it. --paints fresh navigations to the page: the time from navigation
    start to the session list painted (the page's own window.drums.firstPaintMs: the first animation frame
    after the first overview was rendered) and Chromium's first-contentful-paint; each time every session
-   must be listed. Then the page is left open --window seconds with every thumbnail loop running: serve's
-   CPU share and memory, the sessions' summed CPU share, the browser's, thumbnail frames per session per
-   second, overview reads per second, and the latency of GET /api/overview from outside the page
-   meanwhile (n = --paints).
+   must be listed. Then the page is left open --window seconds (a 1600x1200 window; the rows in view fetch
+   thumbnails): serve's CPU share and memory, the sessions' summed CPU share, the browser's, thumbnail
+   frames per second of each session in view (and out of view: none), overview reads per second, and the
+   latency of GET /api/overview from outside the page meanwhile (n = --paints).
 
 Prints one JSON object (every figure with unit, n and method; docs/benchmarks.md). Holds the suite's
 session lock (/run/drums/test.lock) for the whole run. Not part of the test suite (it fills the machine).
@@ -324,6 +324,13 @@ def page(sessions, paints, seconds, browser):
     ids = sorted(s["id"] for s in sessions)
     serve = Serve()
     try:
+        # The overview alone, no page open: what one read of every session costs the server.
+        idle_read, idle_latency = [], []
+        for _ in range(paints):
+            t1 = time.monotonic()
+            with NO_PROXY.open(f"{serve.url}/api/overview", timeout=30) as r:
+                idle_read.append(json.loads(r.read())["read_s"])
+            idle_latency.append(time.monotonic() - t1)
         first, fcp, listed_ok = [], [], []
         for _ in range(paints):
             browser.go("about:blank")
@@ -332,9 +339,11 @@ def page(sessions, paints, seconds, browser):
             fcp.append((browser.js("const e = performance.getEntriesByName('first-contentful-paint')[0]; return e ? e.startTime : null") or 0) / 1000 or None)
             shown = browser.js("return [...document.querySelectorAll('#sessions tbody tr')].map(tr => tr.dataset.session)")
             listed_ok.append(all(i in shown for i in ids))
-        # Open: every thumbnail loop runs. Measured once every row has its first frame.
-        browser.wait("a thumbnail of every session", f"return {json.dumps(ids)}.every(id => {{ const i = document.querySelector(`tr[data-session=\"${{id}}\"] img.thumb`); return i && i.dataset.digest; }})", 60)
-        frames_js = f"return {json.dumps(ids)}.map(id => Number(document.querySelector(`tr[data-session=\"${{id}}\"] img.thumb`).dataset.frames || 0))"
+        # Open: the thumbnail loops of the rows in view fetch frames (the others wait until scrolled to).
+        # Measured once every row in view has its first frame.
+        thumbs = f"{json.dumps(ids)}.map(id => document.querySelector(`tr[data-session=\"${{id}}\"] img.thumb`))"
+        browser.wait("a thumbnail of every session in view", f"const t = {thumbs}.filter(i => i.dataset.inView === '1'); return t.length > 0 && t.every(i => i.dataset.digest)", 60)
+        frames_js = f"return {thumbs}.map(i => [i.dataset.inView === '1', Number(i.dataset.frames || 0)])"
         f0, o0 = browser.js(frames_js), browser.js("return window.drums.overviews")
         c0 = {s["id"]: session_cpu_s(s) for s in sessions}
         s0, b0, t0 = proc_cpu_s(serve.p.pid), browser.cpu_s(), time.monotonic()
@@ -349,22 +358,27 @@ def page(sessions, paints, seconds, browser):
         wall = time.monotonic() - t0
         f1, o1 = browser.js(frames_js), browser.js("return window.drums.overviews")
         c1 = {s["id"]: session_cpu_s(s) for s in sessions}
-        fps = [(b - a) / wall for a, b in zip(f0, f1)]
+        fps = [(b[1] - a[1]) / wall for a, b in zip(f0, f1) if a[0] and b[0]]
+        fps_out = [(b[1] - a[1]) / wall for a, b in zip(f0, f1) if not (a[0] or b[0])]
         return {
-            "method": f"{paints} navigations (about:blank, then the page) in headless Chromium through chromedriver; the page open {seconds} s with every thumbnail loop "
-                      f"(240 px wide, one request after the last answered, 250 ms apart) and the overview every second; GET /api/overview from this script {paints} times meanwhile",
+            "method": f"{paints} navigations (about:blank, then the page) in headless Chromium through chromedriver (window 1600x1200); the page open {seconds} s, the thumbnails of the rows in view "
+                      f"fetched (240 px wide, one request after the last answered, 250 ms apart) and the overview every second; GET /api/overview from this script {paints} times meanwhile",
             "sessions": len(ids),
             "first_paint_s": {"p50_s": round(pct(first, 0.5), 3), "p95_s": round(pct(first, 0.95), 3), "min_s": round(min(first), 3), "max_s": round(max(first), 3), "n": len(first),
                               "values": [round(x, 3) for x in first], "what": "navigation start to the first animation frame after the first overview was rendered (window.drums.firstPaintMs)"},
             "first_contentful_paint_s": {"values": [round(x, 3) if x else None for x in fcp], "n": len(fcp), "what": "Chromium's first-contentful-paint entry"},
             "every_session_listed": all(listed_ok),
+            "overview_alone": {"read_s": {"p50_s": round(pct(idle_read, 0.5), 3), "max_s": round(max(idle_read), 3), "n": len(idle_read)},
+                               "latency_s": {"p50_s": round(pct(idle_latency, 0.5), 3), "max_s": round(max(idle_latency), 3), "n": len(idle_latency)},
+                               "what": "GET /api/overview back to back from this script, no page open: the server's read_s and the wall clock here"},
             "open": {
                 "wall_s": round(wall, 2),
                 "serve_cpu_share": round((proc_cpu_s(serve.p.pid) - s0) / wall, 4),
                 "serve_rss_kib": mem_kib(serve.p.pid, "VmRSS"), "serve_pss_kib": mem_kib(serve.p.pid, "Pss"),
                 "sessions_cpu_share_sum": round(sum(c1[k] - c0[k] for k in c0 if c0[k] is not None and c1[k] is not None) / wall, 4),
                 "browser_cpu_share": round((browser.cpu_s() - b0) / wall, 4),
-                "thumbnail_frames_per_s_per_session": {"p50": round(pct(fps, 0.5), 2), "min": round(min(fps), 2), "max": round(max(fps), 2), "n": len(fps)},
+                "thumbnail_frames_per_s_per_session_in_view": {"p50": round(pct(fps, 0.5), 2), "min": round(min(fps), 2), "max": round(max(fps), 2), "n": len(fps)} if fps else None,
+                "thumbnail_frames_per_s_per_session_out_of_view": {"max": round(max(fps_out), 2), "n": len(fps_out)} if fps_out else None,
                 "overview_reads_per_s": round((o1 - o0) / wall, 2),
                 "overview_latency_s": {"p50_s": round(pct(latency, 0.5), 3), "max_s": round(max(latency), 3), "n": len(latency), "what": "GET /api/overview from outside the page, wall clock"},
                 "overview_read_s": {"p50_s": round(pct(read_s, 0.5), 3), "max_s": round(max(read_s), 3), "n": len(read_s), "what": "the server's own read_s"},
