@@ -317,6 +317,10 @@ fn the_page_lists_sessions_live_and_follows_their_screens() {
     b.wait("a CPU share for every session", &format!("return {own}.every(id => document.querySelector(`tr[data-session=\"${{id}}\"]`).children[9].innerText.includes('% of a CPU'))"), Duration::from_secs(5));
     let checkpoints = b.js("return document.querySelector('#checkpoints tbody').innerText");
     assert!(checkpoints.as_str().unwrap().contains(&ckpt_rec.id), "checkpoints table: {checkpoints}");
+    // The root images with what uses them: the sessions' image, used by the test's checkpoint.
+    let image = cold.overlay.as_ref().and_then(|o| o.image.as_ref()).expect("the cold session's root image").clone();
+    let image_row = b.js(&format!("const tr = [...document.querySelectorAll('#images tbody tr')].find(tr => tr.children[0].innerText.includes({:?})); return tr ? tr.innerText : null", image.dir.file_name().unwrap().to_str().unwrap()));
+    assert!(image_row.as_str().is_some_and(|r| r.contains(&image.name) && r.contains(&format!("checkpoint {}", ckpt_rec.id))), "images table, {}: {image_row}", image.dir.display());
 
     // The plots of the last minutes: each session's memory (blue) and CPU share (orange) lines have a
     // point per figure of the overview the page drew, the newest memory point at its height.
