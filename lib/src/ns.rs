@@ -48,7 +48,10 @@ pub const USERNS_LIMITS: &[(&str, u32)] = &[
     ("max_fanotify_marks", 8192),
     ("max_user_namespaces", 32),
     ("max_mnt_namespaces", 32),
-    ("max_pid_namespaces", 32),
+    // Chromium's sandbox forks each renderer and utility process into a PID namespace of its own (one
+    // per site of every open tab): 32 would crash the 31st renderer. Each is also a task, which the
+    // session's pids limit bounds.
+    ("max_pid_namespaces", 1024),
     ("max_net_namespaces", 32),
     ("max_ipc_namespaces", 32),
     ("max_uts_namespaces", 32),
