@@ -304,3 +304,39 @@ fn the_audit_reports_each_sessions_user_namespace_and_range() {
     assert_eq!((code.is_some(), &r["identity"]["pass"], identity_reasons(&r)), (true, &serde_json::Value::Null, 0), "{}", r["identity"]);
     assert_eq!(r["identity"]["not_judged"].as_array().unwrap().len(), 1, "{}", r["identity"]);
 }
+
+/// `drums-sweep --report` lists the id ranges ledgers hold, with the processes using them, and the slots
+/// of the band that processes use without a ledger (a session's ids left behind): a host process run
+/// with an id of a free slot shows there until it ends.
+#[test]
+fn the_sweep_report_lists_held_and_leaked_id_ranges() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (_, rec) = userns_session(&mut guard);
+    let r = rec.id_range.unwrap();
+    let inv = host_inventory();
+    let held = inv.id_ranges.iter().find(|x| x.base == r.base).unwrap_or_else(|| panic!("the session's range is listed: {:?}", inv.id_ranges));
+    assert_eq!((held.count, held.session.as_str()), (r.count, rec.id.as_str()));
+    let init = rec.ns.as_ref().unwrap().init_pid;
+    assert!(held.pids.contains(&init), "the session's init runs with its range's ids: {held:?}");
+    assert!(!inv.unledgered_ids.iter().any(|x| x.base == r.base), "a held range is not a leak: {:?}", inv.unledgered_ids);
+
+    // A leftover: a host process with an id of a slot no ledger holds (as a session whose ledger was
+    // removed would leave). The slot above every live range, so that no session of this run takes it.
+    let (first, slots) = drums::idrange::band().unwrap();
+    let top = (first + (slots - 1) * drums::idrange::COUNT as u64) as u32;
+    assert!(!inv.id_ranges.iter().any(|x| x.base == top), "the band's last slot is free");
+    let id = (top + 1000).to_string();
+    let mut leak = Command::new("setpriv").args(["--reuid", &id, "--regid", &id, "--clear-groups", "--", "sleep", "60"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let inv = host_inventory();
+    let before_end = inv.unledgered_ids.iter().find(|x| x.base == top).cloned();
+    let mine = inventory();
+    let _ = leak.kill();
+    let _ = leak.wait();
+    let leaked = before_end.unwrap_or_else(|| panic!("the leaked slot is listed: {:?}", inv.unledgered_ids));
+    assert_eq!((leaked.count, leaked.pids.clone()), (drums::idrange::COUNT, vec![leak.id() as i32]));
+    assert!(mine.unledgered_ids.iter().any(|x| x.starts_with(&format!("{top}+"))) && !mine.is_empty(), "the tests' inventory counts the leak: {mine:?}");
+    assert!(!host_inventory().unledgered_ids.iter().any(|x| x.base == top), "gone with its process");
+}
