@@ -71,6 +71,11 @@ fn renderers_of_a_userns_session_run_in_chromiums_own_sandbox() {
     let _lock = session_lock();
     let mut guard = Sessions::default();
     let (line, rec) = userns_session(&mut guard);
+    // The root image's flags file decides for every Chromium started through Debian's wrapper; one built
+    // before the flag followed the session adds --no-sandbox everywhere.
+    let flags_file = rec.overlay.as_ref().unwrap().merged.join("etc/chromium.d/drums");
+    let flags = std::fs::read_to_string(&flags_file).unwrap_or_default();
+    assert!(flags.contains("/proc/self/uid_map"), "the root image's {} adds --no-sandbox in every session: the image predates Chromium's sandbox in userns sessions; build it again (pipelines/image.sh, or pipelines/setup.sh)", flags_file.display());
     let browser = browser_pid(&rec);
     let args = cmdline(browser);
     assert!(!args.iter().any(|a| a == "--no-sandbox"), "Chromium of a userns session runs without --no-sandbox: {args:?}");
