@@ -277,7 +277,7 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
         Streams::Terminal { winsize, .. } => Some(*winsize),
         _ => None,
     };
-    let seccomp = crate::boundary::Seccomp::session();
+    let seccomp = crate::boundary::Seccomp::for_session(own_userns);
     let last_cap = crate::boundary::last_cap();
 
     match unsafe { libc::fork() } {
