@@ -516,6 +516,7 @@ fn a_session_reaches_the_stand_in_only_through_its_upstream_proxy() {
     let cold_line = guard.0[0].clone();
     assert_eq!(s.egress.as_ref().unwrap().proxy.as_deref(), Some(PROXY), "{}", json(&s));
     let through = |what: &str| standin.proxy_requests().iter().filter(|l| l.ends_with(&format!(" GET http://web.example.org/?{what}"))).count();
+    let cat = |s: &Session, f: &str| text(&Command::new(tool("drums-ns")).args(["exec", "--session", &s.id, "--", "cat", f]).output().unwrap().stdout);
 
     // Direct: refused, or not resolved, at once; nothing of it reaches the stand-in's web server.
     let before = standin.web_requests();
@@ -524,21 +525,9 @@ fn a_session_reaches_the_stand_in_only_through_its_upstream_proxy() {
     does_not_resolve(&s, "http://web.example.org/");
     assert_eq!(standin.web_requests(), before, "a direct request reached the stand-in");
 
-    // Through the proxy: the session's environment, its guest, its Chromium.
+    // Through the proxy: the session's environment (its guest and Chromium below).
     loads(&s, "http://web.example.org/?exec");
     assert_eq!(through("exec"), 1, "the proxy did not log the request: {:?}", standin.proxy_requests());
-    let guest = s.desktop.as_ref().and_then(|d| d.guest_url.clone()).expect("a guest URL");
-    let cmd = serde_json::json!({"command": ["python3", "-c", FETCH, "http://web.example.org/?guest"], "shell": false});
-    let (status, body) = http("POST", &format!("{guest}/execute"), Some(&cmd), Duration::from_secs(30));
-    assert!(status == 200 && body.contains("OK ") && body.contains(PAGE_TITLE), "the guest's command did not load the page: {status} {body}");
-    assert_eq!(through("guest"), 1, "{:?}", standin.proxy_requests());
-    chromium_loads(&s, "http://web.example.org/?chromium");
-    assert!(through("chromium") >= 1, "Chromium's request is not in the proxy's log: {:?}", standin.proxy_requests());
-    // Every Chromium started later in the session (Debian's wrapper, the images' google-chrome) and every
-    // login shell reads the proxy from these.
-    let cat = |s: &Session, f: &str| text(&Command::new(tool("drums-ns")).args(["exec", "--session", &s.id, "--", "cat", f]).output().unwrap().stdout);
-    assert!(cat(&s, "/etc/chromium.d/drums-proxy").contains(&format!("--proxy-server={PROXY}")), "{}", cat(&s, "/etc/chromium.d/drums-proxy"));
-    assert!(cat(&s, "/etc/profile.d/drums-proxy.sh").contains(&format!("export https_proxy={PROXY}")));
 
     // Siblings: with the proxy, through it; without (policy internet), nothing of it is left and the page
     // is fetched directly.
@@ -559,6 +548,20 @@ fn a_session_reaches_the_stand_in_only_through_its_upstream_proxy() {
     // Under internet without the proxy, the proxy box on the LAN is refused like the rest of 10.0.0.0/8.
     let (ok, secs, out) = fetch_direct(&plain, &format!("{PROXY}/"));
     assert!(!ok && secs < FAST, "the proxy's address was reached without --proxy: {out}");
+
+    // The cold session's guest and Chromium (after the checkpoint: the siblings' ready check expects the
+    // source's page) go through the proxy too.
+    let guest = s.desktop.as_ref().and_then(|d| d.guest_url.clone()).expect("a guest URL");
+    let cmd = serde_json::json!({"command": ["python3", "-c", FETCH, "http://web.example.org/?guest"], "shell": false});
+    let (status, body) = http("POST", &format!("{guest}/execute"), Some(&cmd), Duration::from_secs(30));
+    assert!(status == 200 && body.contains("OK ") && body.contains(PAGE_TITLE), "the guest's command did not load the page: {status} {body}");
+    assert_eq!(through("guest"), 1, "{:?}", standin.proxy_requests());
+    chromium_loads(&s, "http://web.example.org/?chromium");
+    assert!(through("chromium") >= 1, "Chromium's request is not in the proxy's log: {:?}", standin.proxy_requests());
+    // Every Chromium started later in the session (Debian's wrapper, the images' google-chrome) and every
+    // login shell reads the proxy from these.
+    assert!(cat(&s, "/etc/chromium.d/drums-proxy").contains(&format!("--proxy-server={PROXY}")), "{}", cat(&s, "/etc/chromium.d/drums-proxy"));
+    assert!(cat(&s, "/etc/profile.d/drums-proxy.sh").contains(&format!("export https_proxy={PROXY}")));
 }
 
 /// `--net-except`: a package mirror on the LAN (the stand-in's web server on its private address
