@@ -602,3 +602,51 @@ fn an_exception_admits_a_lan_mirror_and_nothing_else() {
     loads(&s, "http://web.example.org/");
     assert_eq!(standin.web_requests(), before + 3, "a refused request reached the stand-in");
 }
+
+/// Clone hygiene under a policy (issue 26): two siblings of one checkpoint, restored under `internet` and
+/// reseeded, each get their own address, MAC, table, policy rules and resolver (none of them the source's), and what
+/// one sibling sends is counted by its own table alone: the other's counters stay at zero and its
+/// resolver logs no query. The stand-in's web server sees each sibling from the uplink's address (NAT),
+/// never from a session address.
+#[test]
+fn siblings_under_a_policy_have_their_own_addresses_tables_and_resolvers() {
+    require_root();
+    let _lock = session_lock();
+    let standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let src = cold("internet", &mut guard);
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &guard.0[0].clone());
+    let c: Checkpoint = one(&ckpt);
+    let _dir = CheckpointDir(c.dir.clone());
+    // Reseeded, as every sibling handed out is (drums-reseed: a sibling has its source's MAC until then).
+    let a: Session = one(&run_ok("drums-reseed", &[], &json(&sibling(&ckpt, Some("internet"), &mut guard))));
+    let b: Session = one(&run_ok("drums-reseed", &[], &json(&sibling(&ckpt, Some("internet"), &mut guard))));
+    let (sn, an, bn) = (src.net.as_ref().unwrap(), a.net.as_ref().unwrap(), b.net.as_ref().unwrap());
+    let (se, ae, be) = (src.egress.as_ref().unwrap(), a.egress.as_ref().unwrap(), b.egress.as_ref().unwrap());
+    for (x, y, what) in [(an, bn, "a/b"), (an, sn, "a/source"), (bn, sn, "b/source")] {
+        assert_ne!(x.session_addr, y.session_addr, "{what}: one address");
+        assert_ne!(x.session_mac, y.session_mac, "{what}: one MAC");
+        assert_ne!(x.slot, y.slot, "{what}: one slot");
+    }
+    for (x, y, what) in [(ae, be, "a/b"), (ae, se, "a/source"), (be, se, "b/source")] {
+        assert_ne!(x.nft_table, y.nft_table, "{what}: one table");
+        assert_ne!((x.route_table, x.rule_pref), (y.route_table, y.rule_pref), "{what}: one routing table");
+        assert_ne!(x.resolver.listen, y.resolver.listen, "{what}: one resolver address");
+        assert_ne!(x.resolver.pid, y.resolver.pid, "{what}: one resolver");
+    }
+    let counters = |s: &Session| drums::net::egress::counters(s.net.as_ref().unwrap().slot).expect("counters");
+    let queries = |s: &Session| std::fs::read_to_string(s.state_dir.join(drums::net::egress::LOG_FILE)).unwrap_or_default().lines().filter(|l| l.contains("query[A] web.example.org")).count();
+    let (b_in, b_out) = (counters(&b)["bytes_in"].as_u64().unwrap(), counters(&b)["bytes_out"].as_u64().unwrap());
+    let b_queries = queries(&b);
+    loads(&a, "http://web.example.org/");
+    assert!(counters(&a)["bytes_in"].as_u64().unwrap() > 0 && queries(&a) >= 1, "a's own table and resolver did not see its request: {:?}", counters(&a));
+    assert_eq!((counters(&b)["bytes_in"].as_u64().unwrap(), counters(&b)["bytes_out"].as_u64().unwrap()), (b_in, b_out), "b's counters moved with a's traffic");
+    assert_eq!(queries(&b), b_queries, "b's resolver answered a's query");
+    // The stand-in sees the uplink's address, not a session's.
+    let log = std::fs::read_to_string(standin.dir.join("web.log")).unwrap_or_default();
+    let last = log.lines().filter(|l| l.contains("\"GET / HTTP")).last().unwrap_or("").to_string();
+    assert!(last.starts_with("198.51.100.1 "), "the stand-in saw {last}");
+    for n in [an, bn, sn] {
+        assert!(!log.contains(&n.session_addr), "the stand-in saw a session address {}: {log}", n.session_addr);
+    }
+}
