@@ -618,13 +618,20 @@ fn write_resolv_conf(merged: &Path, id_range: Option<&crate::record::IdRange>) -
 /// Where a session's programs find the proxy (drums(7), "Network boundary"), in its own upper layer:
 /// PROXY_CHROMIUM, which Debian's chromium wrapper and the images' google-chrome source at every start
 /// (`--proxy-server`), and PROXY_PROFILE, `export NAME=VALUE` lines read by login shells and by the
-/// session's guest for every command it runs. Both say nothing (a comment) without a proxy, so a session
-/// whose proxy is taken away (drums-net set) does not keep it. Processes already running keep what they
+/// session's guest for every command it runs. Without a proxy both say nothing (a comment) when they
+/// exist, so a session whose proxy is taken away (drums-net set), or a sibling of a checkpoint that had
+/// one, does not keep it. Processes already running keep what they
 /// started with: a restored sibling's desktop Chromium was started by its checkpoint's session.
 pub const PROXY_CHROMIUM: &str = "etc/chromium.d/drums-proxy";
 pub const PROXY_PROFILE: &str = "etc/profile.d/drums-proxy.sh";
 
 fn write_proxy_files(merged: &Path, id_range: Option<&crate::record::IdRange>, proxy: Option<&Proxy>) -> Result<()> {
+    // Without a proxy, only a session that has the files (an earlier policy's, its checkpoint's) needs
+    // them emptied: the common path (no proxy ever) writes nothing. A stat from the host is enough to
+    // tell; the writing goes through the session's root.
+    if proxy.is_none() && [PROXY_CHROMIUM, PROXY_PROFILE].iter().all(|p| merged.join(p).symlink_metadata().is_err()) {
+        return Ok(());
+    }
     let root = crate::inroot::Root::open(merged, crate::inroot::Links::InRoot)?.ids_of(id_range);
     let head = "# Drums: the session's upstream proxy (drums(7), \"Network boundary\"); none: nothing below\n";
     let (chromium, profile) = match proxy {
