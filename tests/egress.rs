@@ -500,7 +500,8 @@ fn a_bandwidth_cap_holds_a_download_to_it() {
 /// direct connections are refused at once (the page's address, the proxy's address on another port) and
 /// the page's name does not resolve; through the proxy, the session's environment (drums-ns exec), its
 /// guest's commands and its desktop Chromium load the page, each request in the proxy's log. A sibling
-/// restored with the proxy gets it too; one restored without it keeps none of it.
+/// restored with the proxy gets it too; one restored without it keeps none of it, nor does the session once
+/// drums-net set takes the proxy away.
 #[test]
 fn a_session_reaches_the_stand_in_only_through_its_upstream_proxy() {
     require_root();
@@ -562,6 +563,18 @@ fn a_session_reaches_the_stand_in_only_through_its_upstream_proxy() {
     // login shell reads the proxy from these.
     assert!(cat(&s, "/etc/chromium.d/drums-proxy").contains(&format!("--proxy-server={PROXY}")), "{}", cat(&s, "/etc/chromium.d/drums-proxy"));
     assert!(cat(&s, "/etc/profile.d/drums-proxy.sh").contains(&format!("export https_proxy={PROXY}")));
+
+    // The proxy taken away from the live session (drums-net set without --proxy): its files say nothing,
+    // its commands fetch directly, and the proxy box is refused like the rest of 10.0.0.0/8.
+    let mut a = vec!["set", "--session", s.id.as_str()];
+    let args = net_args("internet");
+    a.extend(args.iter().map(String::as_str));
+    let s: Session = one(&run_ok("drums-net", &a, ""));
+    assert_eq!(s.egress.as_ref().unwrap().proxy, None);
+    assert!(!cat(&s, "/etc/profile.d/drums-proxy.sh").contains("export") && !cat(&s, "/etc/chromium.d/drums-proxy").contains("--proxy-server"));
+    loads(&s, "http://web.example.org/?unset");
+    assert_eq!(through("unset"), 0, "{:?}", standin.proxy_requests());
+    refused(&s, &format!("{PROXY}/"));
 }
 
 /// `--net-except`: a package mirror on the LAN (the stand-in's web server on its private address
