@@ -302,7 +302,13 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let chromium = if o.chromium {
         prepare_chromium_profile(init, ids)?;
         let shim = crate::runtime::inside("libdrums_pkey_shim.so");
-        Some(run("chromium", chromium_args(o, ChromiumSandbox::of(session)), vec![("LD_PRELOAD".into(), shim.display().to_string())], ids)?)
+        let mut args = chromium_args(o, ChromiumSandbox::of(session));
+        // The session's upstream proxy (crate::net::egress::Proxy): its other Chromiums read it from
+        // /etc/chromium.d, which this command line does not go through.
+        if let Some(p) = session.egress.as_ref().and_then(|e| e.proxy.as_ref()) {
+            args.push(format!("--proxy-server={p}"));
+        }
+        Some(run("chromium", args, vec![("LD_PRELOAD".into(), shim.display().to_string())], ids)?)
     } else {
         None
     };
