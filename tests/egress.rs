@@ -675,3 +675,29 @@ fn siblings_under_a_policy_have_their_own_addresses_tables_and_resolvers() {
         assert!(!log.contains(&n.session_addr), "the stand-in saw a session address {}: {log}", n.session_addr);
     }
 }
+
+/// A checkpoint of a session whose Chromium browsed over the network restores: the restore closes the
+/// page's connections (CRIU --tcp-close), processes of the sibling that die of it right away are zombies
+/// until their parent runs, and moving the sibling's processes into its cgroups skips them instead of
+/// failing ("kept appearing outside its cgroups").
+#[test]
+fn a_checkpoint_taken_after_browsing_restores() {
+    require_root();
+    let _lock = session_lock();
+    let _standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let src = cold("internet", &mut guard);
+    chromium_loads(&src, "http://web.example.org/");
+    // Connections open at the dump, the page's keep-alive among them.
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &guard.0[0].clone());
+    let c: Checkpoint = one(&ckpt);
+    let _dir = CheckpointDir(c.dir.clone());
+    for _ in 0..2 {
+        let sib = sibling(&ckpt, Some("internet"), &mut guard);
+        assert!(sib.cgroup.is_some(), "the sibling runs under the default limits: {}", json(&sib));
+        // Its page is the source's at the dump: the stand-in's, not the readiness page.
+        let ready: Session = one(&run_ok("drums-ready", &["--title", PAGE_TITLE], &run_ok("drums-reseed", &[], &json(&sib))));
+        loads(&ready, "http://web.example.org/");
+        chromium_loads(&ready, "http://web.example.org/");
+    }
+}

@@ -49,7 +49,7 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
     let mut display = None;
     let mut last_fraction = None;
     let mut last_titles = vec![];
-    let mut failed;
+    let mut failed: Vec<String> = vec![];
     let mut last_shot = None;
     let mut last_rows = None;
     // The desktop's X server and browser as the record names them: one that has exited ends the check at
@@ -69,7 +69,7 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
     };
     loop {
         polls += 1;
-        failed = vec![];
+        let before = std::mem::take(&mut failed);
         let gone: Vec<String> = watched.iter().filter(|p| !runs_in(p, ns.inodes.pid)).map(|p| p.role.clone()).collect();
         if !gone.is_empty() {
             failed = gone;
@@ -95,6 +95,12 @@ fn check_here(session: &Session, opts: &ReadyOptions) -> Result<Ready> {
                     if shot.is_some() {
                         last_shot = shot;
                     }
+                }
+                // An X call cut short by the check's own deadline says nothing about the display: the
+                // reasons of the poll before stand (a page with another title reported as "display").
+                _ if Instant::now() >= deadline && !before.is_empty() && !before.iter().any(|r| r == "display") => {
+                    failed = before;
+                    display = None;
                 }
                 _ => {
                     failed.push("display".into());

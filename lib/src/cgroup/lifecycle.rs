@@ -125,7 +125,11 @@ fn move_processes(b: &dyn Backend, ns: &crate::record::Namespaces) -> Result<u64
     let mut moved = 0u64;
     for _round in 0..100 {
         let inside = b.procs_everywhere()?;
-        let mut todo: Vec<i32> = crate::proc::pids_in_pidns(ns.inodes.pid).into_iter().filter(|p| !inside.contains(p)).collect();
+        // A process on its way out is skipped: a zombie stays in /proc until its parent reaps it but is in no
+        // cgroup.procs, so it would look outside forever (a restored Chromium's child that died at once,
+        // its network connections closed by the restore, while the parent was still stopped).
+        let mut todo: Vec<i32> =
+            crate::proc::pids_in_pidns(ns.inodes.pid).into_iter().filter(|p| !inside.contains(p) && !crate::proc::leaving(*p)).collect();
         if todo.is_empty() {
             return Ok(moved);
         }
