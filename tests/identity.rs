@@ -94,6 +94,19 @@ fn restored_siblings_run_in_user_namespaces_of_their_own() {
         assert_eq!(status, 200, "the sibling's guest: {body}");
         assert!(body.contains("1000") && body.contains("user"), "the guest runs as user, 1000 inside: {body}");
     }
+    // drums-audit (before host processes are put into a sibling's PID namespace below, which it would
+    // rightly report as unconfined): the siblings keep their source's boundary in their own user namespaces, and share
+    // nothing a cold pair does not (revision 2a, with a cold control pair).
+    let (ca, cb) = (cold_session(&mut guard).1.id, cold_session(&mut guard).1.id);
+    let o = run("drums-audit", &["--rule", "revision-2a", "--control", &format!("{ca},{cb}")], &format!("{}\n{}\n", sibs[0].0, sibs[1].0));
+    assert!(o.status.success(), "drums-audit of two --userns siblings: {}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let own: Vec<u64> = sibs.iter().map(|(_, r)| drums::proc::ns_inode(r.ns.as_ref().unwrap().init_pid, "user").unwrap()).collect();
+    assert_ne!(own[0], own[1], "each sibling has a user namespace of its own");
+    for ((_, r), u) in sibs.iter().zip(&own) {
+        let procs = report["boundary"][&r.id]["processes"].as_array().unwrap_or_else(|| panic!("the audit's boundary of {}: {report}", r.id));
+        assert!(!procs.is_empty() && procs.iter().all(|p| p["user_ns"] == *u), "the audit finds every process of {} in its own user namespace {u}: {report}", r.id);
+    }
     assert_host_out_of_reach(&sibs[0].0, &sibs[0].1);
     // A sibling in its own user namespace is no source of checkpoints either.
     let o = run("drums-ckpt", &["--leave-running"], &sibs[0].0);
