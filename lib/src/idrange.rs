@@ -198,9 +198,10 @@ fn in_helper<T>(child: impl FnOnce() -> bool, parent: impl FnOnce(i32) -> Result
         0 => unsafe {
             drop(ready_r);
             drop(done_w);
-            let ok = child();
-            let b = [ok as u8];
-            libc::write(std::os::fd::AsRawFd::as_raw_fd(&ready_w), b.as_ptr().cast(), 1);
+            // 0, or the errno of the call that failed.
+            let rc: i32 = if child() { 0 } else { (*libc::__errno_location()).max(1) };
+            let b = rc.to_le_bytes();
+            libc::write(std::os::fd::AsRawFd::as_raw_fd(&ready_w), b.as_ptr().cast(), b.len());
             // Wait until the parent has opened what it needs (or gone).
             let mut x = [0u8; 1];
             libc::read(std::os::fd::AsRawFd::as_raw_fd(&done_r), x.as_mut_ptr().cast(), 1);
@@ -209,12 +210,13 @@ fn in_helper<T>(child: impl FnOnce() -> bool, parent: impl FnOnce(i32) -> Result
         child => {
             drop(ready_w);
             drop(done_r);
-            let mut b = [0u8; 1];
+            let mut b = [0u8; 4];
             let got = std::fs::File::from(ready_r).read_exact(&mut b);
             let res = (|| {
                 got.map_err(|e| Error::failed(format!("namespace helper: {e}")))?;
-                if b[0] != 1 {
-                    return Err(Error::failed("the namespace helper's system calls failed (setresuid, unshare or setns)"));
+                let rc = i32::from_le_bytes(b);
+                if rc != 0 {
+                    return Err(Error::failed(format!("the namespace helper (setresuid, unshare or setns): {}", std::io::Error::from_raw_os_error(rc))));
                 }
                 parent(child)
             })();
