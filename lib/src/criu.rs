@@ -153,8 +153,9 @@ impl KdatCache {
 /// How a restore runs CRIU as root of a sibling's own user namespace (drums-restore --userns): every
 /// namespace CRIU makes (PID, mount, IPC, UTS) is then owned by that user namespace, and the restored
 /// tasks' ids 0 and 1000 are the range's base and base+1000 on the host. (CRIU's own `--join-ns user`
-/// cannot do this for a tree with namespaces of its own: CRIU makes them as host root, joins the user
-/// namespace, and is then refused when it sets their hostname and mounts.) As root of that namespace
+/// was not used: read in CRIU 4.2's source, not tried, its root task makes the dumped PID, mount, IPC
+/// and UTS namespaces as host root, then joins the user namespace, and only then sets their hostname and
+/// mounts, without the capabilities over them.) As root of that namespace
 /// CRIU holds no right over host-root files, so its child prepares, as host root and before it changes
 /// ids, a mount namespace of its own where the state root is a small tmpfs holding only what this
 /// restore needs at the same paths: the sibling's root, its work directory (owned by the range) and the
