@@ -1,7 +1,8 @@
-//! Sessions in a user namespace of their own (`drums-overlay create --userns`, issue 27), tried from the
-//! attacker's side: ids inside and on the host, a host file and host processes out of session root's
-//! reach, and one session that takes every per-user kernel resource it can while another session, the
-//! host's uid 1000 and a new cold start go on.
+//! Sessions in a user namespace of their own (`drums-overlay create --userns`, and restored siblings
+//! with `drums-restore --userns`, issue 27), tried from the attacker's side: ids inside and on the host,
+//! a host file and host processes out of session root's reach, and one session that takes every
+//! per-user kernel resource it can while another session, the host's uid 1000 and a new cold start (or
+//! restore) go on.
 
 use drums::record::Session;
 use drums_tests::*;
@@ -25,6 +26,32 @@ fn userns_session(guard: &mut Sessions) -> (String, Session) {
     (line, rec)
 }
 
+/// Two siblings restored with `drums-restore --userns` from a checkpoint of an ordinary cold session,
+/// reseeded and agent-ready: (checkpoint record, its directory, [(record line, record)]).
+fn userns_siblings(guard: &mut Sessions, count: usize) -> (String, CheckpointDir, Vec<(String, Session)>) {
+    let (source, _) = cold_session(guard);
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &source);
+    let dir = CheckpointDir(one::<drums::record::Checkpoint>(&ckpt).dir);
+    let restored = userns_restore(guard, &ckpt, count);
+    (ckpt, dir, restored)
+}
+
+/// `count` siblings of `ckpt` restored with --userns, reseeded and agent-ready.
+fn userns_restore(guard: &mut Sessions, ckpt: &str, count: usize) -> Vec<(String, Session)> {
+    let o = run("drums-restore", &["--userns", "--count", &count.to_string()], ckpt);
+    guard.add(&text(&o.stdout));
+    assert!(o.status.success(), "drums-restore --userns: {}", text(&o.stderr));
+    text(&o.stdout)
+        .lines()
+        .map(|l| {
+            let line = run_ok("drums-ready", &[], &run_ok("drums-reseed", &[], l)).trim().to_string();
+            let rec: Session = one(&line);
+            assert!(rec.id_range.is_some(), "the sibling's record names its id range: {line}");
+            (line, rec)
+        })
+        .collect()
+}
+
 fn exec(rec: &str, user: Option<&str>, script: &str) -> std::process::Output {
     let mut args = vec!["exec"];
     if let Some(u) = user {
@@ -43,9 +70,55 @@ fn ids_inside_are_unprivileged_ids_on_the_host() {
     let r = rec.id_range.unwrap();
     let (a, b) = (userns_session(&mut guard).1.id_range.unwrap(), r);
     assert!(!a.overlaps(b.base as u64, b.count as u64), "two live sessions share no id: {a:?} {b:?}");
+    assert_own_ids(&line, &rec);
+    assert_host_out_of_reach(&line, &rec);
 
+    // drums-ckpt refuses such a session, with its exit code and nothing made.
+    let o = run("drums-ckpt", &["--leave-running"], &line);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert_eq!(error_record(&o.stderr).kind, "not_implemented");
+}
+
+#[test]
+fn restored_siblings_run_in_user_namespaces_of_their_own() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (_, _dir, sibs) = userns_siblings(&mut guard, 2);
+    let (a, b) = (sibs[0].1.id_range.unwrap(), sibs[1].1.id_range.unwrap());
+    assert!(!a.overlaps(b.base as u64, b.count as u64), "two siblings of one checkpoint share no id: {a:?} {b:?}");
+    for (line, rec) in &sibs {
+        assert_own_ids(line, rec);
+        let url = rec.desktop.as_ref().unwrap().guest_url.clone().expect("a guest");
+        let (status, body) = http("POST", &format!("{url}/execute"), Some(&serde_json::json!({"command": "id -u; id -un", "shell": true})), Duration::from_secs(20));
+        assert_eq!(status, 200, "the sibling's guest: {body}");
+        assert!(body.contains("1000") && body.contains("user"), "the guest runs as user, 1000 inside: {body}");
+    }
+    // drums-audit (before host processes are put into a sibling's PID namespace below, which it would
+    // rightly report as unconfined): the siblings keep their source's boundary in their own user namespaces, and share
+    // nothing a cold pair does not (revision 2a, with a cold control pair).
+    let (ca, cb) = (cold_session(&mut guard).1.id, cold_session(&mut guard).1.id);
+    let o = run("drums-audit", &["--rule", "revision-2a", "--control", &format!("{ca},{cb}")], &format!("{}\n{}\n", sibs[0].0, sibs[1].0));
+    assert!(o.status.success(), "drums-audit of two --userns siblings: {}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    let own: Vec<u64> = sibs.iter().map(|(_, r)| drums::proc::ns_inode(r.ns.as_ref().unwrap().init_pid, "user").unwrap()).collect();
+    assert_ne!(own[0], own[1], "each sibling has a user namespace of its own");
+    for ((_, r), u) in sibs.iter().zip(&own) {
+        let procs = report["boundary"][&r.id]["processes"].as_array().unwrap_or_else(|| panic!("the audit's boundary of {}: {report}", r.id));
+        assert!(!procs.is_empty() && procs.iter().all(|p| p["user_ns"] == *u), "the audit finds every process of {} in its own user namespace {u}: {report}", r.id);
+    }
+    assert_host_out_of_reach(&sibs[0].0, &sibs[0].1);
+    // A sibling in its own user namespace is no source of checkpoints either.
+    let o = run("drums-ckpt", &["--leave-running"], &sibs[0].0);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+}
+
+/// Inside a session in its own user namespace: files of 0 and 1000, exec as root, the desktop as user;
+/// the same files from the host belong to its range, and every process of it runs with the range's ids.
+fn assert_own_ids(line: &str, rec: &Session) {
+    let r = rec.id_range.unwrap();
     // Inside: 0 and 1000.
-    let o = exec(&line, None, "ls -lnd /etc/passwd /home/user; id -u; ps -o user= -C Xvfb");
+    let o = exec(line, None, "ls -lnd /etc/passwd /home/user; id -u; ps -o user= -C Xvfb");
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let owners: Vec<(String, String)> = out.lines().take(2).map(|l| {
@@ -72,14 +145,19 @@ fn ids_inside_are_unprivileged_ids_on_the_host() {
             }
         }
     }
+}
 
+/// A host file and host processes put where session root reaches them stay untouched.
+fn assert_host_out_of_reach(line: &str, rec: &Session) {
+    let merged = &rec.overlay.as_ref().unwrap().merged;
+    let init = rec.ns.as_ref().unwrap().init_pid;
     // A host file of uid 1000 (mode 0600) put in the session's tree: session root cannot read it,
     // chmod it or chown it (in a session without a user namespace, root reads it).
     let victim = merged.join("tmp/host-secret");
     std::fs::write(&victim, b"host uid 1000's secret\n").unwrap();
     std::os::unix::fs::chown(&victim, Some(1000), Some(1000)).unwrap();
     std::fs::set_permissions(&victim, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let o = exec(&line, None, "ls -ln /tmp/host-secret; cat /tmp/host-secret; echo cat=$?; chmod 666 /tmp/host-secret; echo chmod=$?; chown 0 /tmp/host-secret; echo chown=$?; echo x >> /tmp/host-secret; echo write=$?");
+    let o = exec(line, None, "ls -ln /tmp/host-secret; cat /tmp/host-secret; echo cat=$?; chmod 666 /tmp/host-secret; echo chmod=$?; chown 0 /tmp/host-secret; echo chown=$?; echo x >> /tmp/host-secret; echo write=$?");
     let out = text(&o.stdout);
     assert!(!out.contains("uid 1000's"), "session root read the host's file: {out}");
     for step in ["cat", "chmod", "chown", "write"] {
@@ -101,7 +179,7 @@ fn ids_inside_are_unprivileged_ids_on_the_host() {
         hosts.push(c.args(["--", "sleep", "61.5"]).spawn().unwrap());
     }
     std::thread::sleep(Duration::from_millis(500));
-    let o = exec(&line, None, "for p in $(pgrep -f '^sleep 61.5'); do kill -KILL $p; echo kill $p=$?; done");
+    let o = exec(line, None, "for p in $(pgrep -f '^sleep 61.5'); do kill -KILL $p; echo kill $p=$?; done");
     let out = text(&o.stdout);
     assert_eq!(out.lines().filter(|l| l.starts_with("kill ")).count(), 2, "both host processes are seen: {out}{}", text(&o.stderr));
     assert!(out.lines().filter(|l| l.starts_with("kill ")).all(|l| !l.ends_with("=0")), "session root signalled a host process: {out}");
@@ -111,11 +189,6 @@ fn ids_inside_are_unprivileged_ids_on_the_host() {
         let _ = h.wait();
     }
     std::fs::remove_file(&victim).unwrap();
-
-    // drums-ckpt refuses such a session, with its exit code and nothing made.
-    let o = run("drums-ckpt", &["--leave-running"], &line);
-    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
-    assert_eq!(error_record(&o.stderr).kind, "not_implemented");
 }
 
 /// As `user`: takes every inotify instance and watch, epoll watch (up to 524288: kernel memory), message-queue byte, pending
@@ -209,11 +282,39 @@ fn a_session_that_takes_every_per_user_resource_leaves_the_others_alone() {
     let mut guard = Sessions::default();
     let (hog_line, _) = userns_session(&mut guard);
     let (other_line, other) = userns_session(&mut guard);
+    hog_leaves_the_other_alone(&hog_line, &other_line, &other);
 
+    // And a new cold start becomes ready while the hog holds everything.
+    let t = std::time::Instant::now();
+    let (_, fresh) = userns_session(&mut guard);
+    eprintln!("a cold --userns start beside the hog: {:.2} s", t.elapsed().as_secs_f64());
+    let o = run("drums-ns", &["exec", "--user", "user", "--", "python3", "-c", PROBE], &json(&fresh));
+    assert_eq!(text(&o.stdout).trim(), "ok", "the new session as user: {}{}", text(&o.stdout), text(&o.stderr));
+}
+
+#[test]
+fn a_restored_sibling_that_takes_every_per_user_resource_leaves_the_others_alone() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (ckpt, _dir, sibs) = userns_siblings(&mut guard, 2);
+    hog_leaves_the_other_alone(&sibs[0].0, &sibs[1].0, &sibs[1].1);
+
+    // And a new restore becomes ready while the hog holds everything.
+    let t = std::time::Instant::now();
+    let fresh = userns_restore(&mut guard, &ckpt, 1);
+    eprintln!("a --userns restore beside the hog, reseeded and ready: {:.2} s", t.elapsed().as_secs_f64());
+    let o = run("drums-ns", &["exec", "--user", "user", "--", "python3", "-c", PROBE], &fresh[0].0);
+    assert_eq!(text(&o.stdout).trim(), "ok", "the new sibling as user: {}{}", text(&o.stdout), text(&o.stderr));
+}
+
+/// The session of `hog_line` runs HOG as `user` until it holds everything it can; then the session of
+/// `other_line` answers, starts programs that take one of each and stays ready, and so does host uid 1000.
+fn hog_leaves_the_other_alone(hog_line: &str, other_line: &str, other: &Session) {
     let log_arg = "/tmp/hog.log";
-    let o = run("drums-ns", &["exec", "--user", "user", "--detach", "--log", log_arg, "--", "python3", "-c", HOG], &hog_line);
+    let o = run("drums-ns", &["exec", "--user", "user", "--detach", "--log", log_arg, "--", "python3", "-c", HOG], hog_line);
     assert!(o.status.success(), "start the hog: {}", text(&o.stderr));
-    let hog_rec: Session = one(&hog_line);
+    let hog_rec: Session = one(hog_line);
     let log = hog_rec.overlay.as_ref().unwrap().merged.join("tmp/hog.log");
     let mut report = String::new();
     for _ in 0..600 {
@@ -236,21 +337,14 @@ fn a_session_that_takes_every_per_user_resource_leaves_the_others_alone() {
     let (status, body) = http("POST", &format!("{url}/execute"), Some(&serde_json::json!({"command": "id -un", "shell": true})), Duration::from_secs(20));
     assert_eq!(status, 200, "the other session's guest: {body}");
     assert!(body.contains("user"), "{body}");
-    let o = run("drums-ns", &["exec", "--user", "user", "--", "python3", "-c", PROBE], &other_line);
+    let o = run("drums-ns", &["exec", "--user", "user", "--", "python3", "-c", PROBE], other_line);
     assert_eq!(text(&o.stdout).trim(), "ok", "the other session as user: {}{}", text(&o.stdout), text(&o.stderr));
-    let o = run("drums-ready", &[], &other_line);
+    let o = run("drums-ready", &[], other_line);
     assert!(o.status.success(), "the other session stays agent-ready: {}", text(&o.stderr));
 
     // The host's uid 1000 too.
     let o = Command::new("setpriv").args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "/usr/bin/python3", "-c", PROBE]).current_dir("/").output().unwrap();
     assert_eq!(text(&o.stdout).trim(), "ok", "host uid 1000: {}{}", text(&o.stdout), text(&o.stderr));
-
-    // And a new cold start becomes ready while the hog holds everything.
-    let t = std::time::Instant::now();
-    let (_, fresh) = userns_session(&mut guard);
-    eprintln!("a cold --userns start beside the hog: {:.2} s", t.elapsed().as_secs_f64());
-    let o = run("drums-ns", &["exec", "--user", "user", "--", "python3", "-c", PROBE], &json(&fresh));
-    assert_eq!(text(&o.stdout).trim(), "ok", "the new session as user: {}{}", text(&o.stdout), text(&o.stderr));
 }
 
 /// drums-audit reads each session's user namespace and id maps from /proc: two userns sessions pass its

@@ -186,9 +186,9 @@ fn session_of(owner: &Owner) -> Option<(String, PathBuf)> {
 
 /// After a kill and its sweep, what issue 8 asks: a restore from the same checkpoint succeeds. The sibling is
 /// destroyed again; when the killed session had ledgered a link (`want_if`), its name must be free.
-fn next_restore_works(ckpt: &str, want_if: Option<&str>) {
+fn next_restore_works(ckpt: &str, want_if: Option<&str>, restore_args: &[&str]) {
     let owner = Owner::new();
-    let rec = stage("drums-restore", &[], ckpt, &owner);
+    let rec = stage("drums-restore", restore_args, ckpt, &owner);
     let v: Session = decode(&rec);
     let host_if = v.net.unwrap_or_else(|| panic!("no net section: {rec}")).host_if;
     let o = run("drums-sweep", &[], &rec);
@@ -275,7 +275,7 @@ fn run_case_with(stage_name: &str, at: KillAt, ckpt: &str, overlay_args: &[&str]
         _ => unreachable!(),
     };
     let (running, link) = kill_crash_sweep(stage_name, tool_name, args, &input, owner, known.as_deref(), at, &before);
-    next_restore_works(ckpt, link.as_deref());
+    next_restore_works(ckpt, link.as_deref(), &[]);
     let left = left_by(&before, None, None, None);
     assert!(left.is_empty(), "after the next restore: {left:?}");
     running
@@ -339,7 +339,36 @@ fn a_userns_stage_killed_midway_is_swept_completely() {
         cases.push(("desktop", KillAt::Millis(ms)));
     }
     run_all(&cases, |stage, at| run_case_with(stage, at, &ckpt, &["create", "--userns"]));
-    // No process on the host runs with an id of the band outside the ranges live ledgers hold.
+    assert_no_band_strays();
+}
+
+/// The restore path under `drums-restore --userns`: a kill at any ledger line of the restore (owner,
+/// phase, id_range, tmpfs, the idmapped lowers, the overlay, slot, link, cgroups, the init) or while CRIU
+/// runs as root of the sibling's user namespace, and of the reseed of such a sibling, leaves nothing after
+/// the sweep; the range is free again and the checkpoint still restores with --userns.
+#[test]
+fn a_userns_restore_or_reseed_killed_midway_is_swept_completely() {
+    require_root();
+    let _l = session_lock();
+    let src_owner = Owner::new();
+    let ckpt = make_checkpoint(&src_owner);
+    let _keep = CheckpointDir(decode::<Checkpoint>(&ckpt).dir);
+    let mut cases: Vec<(&str, KillAt)> = vec![];
+    for k in 1..=13 {
+        cases.push(("restore", KillAt::LedgerLine(k)));
+    }
+    for ms in [60, 100, 250] {
+        cases.push(("restore", KillAt::Millis(ms)));
+    }
+    for ms in [10, 60] {
+        cases.push(("reseed", KillAt::Millis(ms)));
+    }
+    run_all(&cases, |stage, at| restore_path_case_with(stage, at, &ckpt, &["--userns"]));
+    assert_no_band_strays();
+}
+
+/// No process on the host runs with an id of the band outside the ranges live ledgers hold.
+fn assert_no_band_strays() {
     let held = drums::idrange::held();
     let (first, slots) = drums::idrange::band().unwrap();
     let band_end = first + slots * drums::idrange::COUNT as u64;
@@ -534,6 +563,11 @@ impl Drop for CheckpointDir {
 }
 
 fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
+    restore_path_case_with(stage_name, at, ckpt, &[])
+}
+
+/// `restore_path_case` with these arguments to drums-restore (`--userns`).
+fn restore_path_case_with(stage_name: &str, at: KillAt, ckpt: &str, restore_args: &'static [&'static str]) -> bool {
     let before = inventory();
     let partials_before = partial_checkpoints();
     let checkpoints = || -> Vec<PathBuf> { std::fs::read_dir(drums::state::checkpoint_root()).into_iter().flatten().flatten().map(|e| e.path()).collect() };
@@ -545,9 +579,9 @@ fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
             let d = decode::<Session>(&rec).state_dir;
             ("drums-ckpt", &[], rec, Some(d))
         }
-        "restore" => ("drums-restore", &[], ckpt.to_string(), None),
+        "restore" => ("drums-restore", restore_args, ckpt.to_string(), None),
         "reseed" => {
-            let rec = stage("drums-restore", &[], ckpt, &owner);
+            let rec = stage("drums-restore", restore_args, ckpt, &owner);
             let d = decode::<Session>(&rec).state_dir;
             ("drums-reseed", &[], rec, Some(d))
         }
@@ -574,7 +608,7 @@ fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
     assert!(mapped_left.is_empty(), "{stage_name} killed at {at:?}: mapped files without a checkpoint left: {mapped_left:?}");
     // The source report's failure: after a crash, restores from the same checkpoint failed with
     // "Can't restore link: -17 (File exists)". One sweep later, a restore from it must work.
-    next_restore_works(ckpt, link.as_deref());
+    next_restore_works(ckpt, link.as_deref(), restore_args);
     let left = left_by(&before, None, None, None);
     assert!(left.is_empty(), "after the next restore: {left:?}");
     running

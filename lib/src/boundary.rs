@@ -354,16 +354,26 @@ pub struct Comparison {
     pub differences: Vec<String>,
 }
 
-pub fn compare(processes: Vec<ProcessBoundary>, checkpoint: Option<(&str, &[ProcessBoundary])>) -> Comparison {
+/// `own_userns`: the inode of the session's own user namespace, for a session that has one (a restored
+/// sibling with `--userns`, whose source ran in the host's): every process must be in it, and it stands
+/// for the source's user namespace in the comparison.
+pub fn compare(processes: Vec<ProcessBoundary>, checkpoint: Option<(&str, &[ProcessBoundary])>, own_userns: Option<u64>) -> Comparison {
     let mut differences = vec![];
     let mut compared = 0;
     for p in &processes {
         if !p.boundary.is_confined() {
             differences.push(format!("pid {} ({}) is not confined: {:?}", p.pid, p.comm, p.boundary));
         }
+        if let Some(u) = own_userns.filter(|u| *u != p.boundary.user_ns) {
+            differences.push(format!("pid {} ({}) is in user namespace {}, not the session's own {u}", p.pid, p.comm, p.boundary.user_ns));
+        }
         if let Some(src) = checkpoint.and_then(|(_, src)| src.iter().find(|s| s.pid == p.pid && s.comm == p.comm)) {
             compared += 1;
-            if src.boundary != p.boundary {
+            let mut want = src.boundary.clone();
+            if let Some(u) = own_userns {
+                want.user_ns = u;
+            }
+            if want != p.boundary {
                 differences.push(format!("pid {} ({}) has {:?}, its checkpoint's source had {:?}", p.pid, p.comm, p.boundary, src.boundary));
             }
         }

@@ -150,6 +150,101 @@ impl KdatCache {
     }
 }
 
+/// How a restore runs CRIU as root of a sibling's own user namespace (drums-restore --userns): every
+/// namespace CRIU makes (PID, mount, IPC, UTS) is then owned by that user namespace, and the restored
+/// tasks' ids 0 and 1000 are the range's base and base+1000 on the host. (CRIU's own `--join-ns user`
+/// was not used: read in CRIU 4.2's source, not tried, its root task makes the dumped PID, mount, IPC
+/// and UTS namespaces as host root, then joins the user namespace, and only then sets their hostname and
+/// mounts, without the capabilities over them.) As root of that namespace
+/// CRIU holds no right over host-root files, so its child prepares, as host root and before it changes
+/// ids, a mount namespace of its own where the state root is a small tmpfs holding only what this
+/// restore needs at the same paths: the sibling's root, its work directory (owned by the range) and the
+/// checkpoint's images through an idmapped mount (read-only). These mounts die with CRIU's namespace;
+/// nothing is ledgered for them. The child also moves itself into the sibling's cgroups (CRIU cannot
+/// write host cgroup files from there), so the whole tree is born in them.
+/// The directory of a sibling's state directory where CRIU, run as root of the sibling's user
+/// namespace, works (its log and pid file): owned by the range's root.
+pub const USERNS_WORK_DIR: &str = "criu";
+
+pub struct AsUsernsRoot {
+    userns: std::fs::File,
+    cgroup_procs: Vec<std::ffi::CString>,
+    view_root: std::ffi::CString,
+    /// (source on the host, where CRIU sees it); the images are the idmapped one.
+    root: (std::ffi::CString, std::ffi::CString),
+    work: (std::ffi::CString, std::ffi::CString),
+    images: (std::ffi::CString, std::ffi::CString),
+}
+
+impl AsUsernsRoot {
+    /// `view_root`: the state root (hidden by the tmpfs in CRIU's namespace); the pairs are (host path,
+    /// path CRIU is given), each below `view_root`; `cgroup_dirs` the sibling's cgroup directories.
+    pub fn new(userns: std::fs::File, cgroup_dirs: &[PathBuf], view_root: &std::path::Path, root: (&std::path::Path, &std::path::Path), work: (&std::path::Path, &std::path::Path), images: (&std::path::Path, &std::path::Path)) -> crate::Result<AsUsernsRoot> {
+        let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| crate::Error::bad_input(format!("{}: path has a NUL", p.display())));
+        for (_, at) in [root, work, images] {
+            if !at.starts_with(view_root) {
+                return Err(crate::Error::failed(format!("{} is not below {}", at.display(), view_root.display())));
+            }
+        }
+        Ok(AsUsernsRoot {
+            userns,
+            cgroup_procs: cgroup_dirs.iter().map(|d| c(&d.join("cgroup.procs"))).collect::<crate::Result<_>>()?,
+            view_root: c(view_root)?,
+            root: (c(root.0)?, c(root.1)?),
+            work: (c(work.0)?, c(work.1)?),
+            images: (c(images.0)?, c(images.1)?),
+        })
+    }
+
+    /// In CRIU's child, before exec, after `command()`'s own preparation: only raw system calls. On
+    /// error the child does not exec CRIU (the restore fails with the errno).
+    pub fn enter(&self) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let last = std::io::Error::last_os_error;
+        let ok = |rc: libc::c_long| if rc < 0 { Err(last()) } else { Ok(rc) };
+        unsafe {
+            for p in &self.cgroup_procs {
+                let fd = ok(libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) as libc::c_long)? as i32;
+                let w = libc::write(fd, c"0".as_ptr().cast(), 1);
+                libc::close(fd);
+                ok(w as libc::c_long)?;
+            }
+            ok(libc::unshare(libc::CLONE_NEWNS) as libc::c_long)?;
+            ok(libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) as libc::c_long)?;
+            let root_fd = ok(libc::open(self.root.0.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as libc::c_long)? as i32;
+            let work_fd = ok(libc::open(self.work.0.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as libc::c_long)? as i32;
+            const OPEN_TREE_CLONE: libc::c_uint = 1;
+            let images_fd = ok(libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, self.images.0.as_ptr(), OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint))? as i32;
+            crate::idrange::set_idmap(images_fd, &self.userns)?;
+            ok(libc::mount(c"drums-criu".as_ptr(), self.view_root.as_ptr(), c"tmpfs".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=0711,size=64k".as_ptr().cast()) as libc::c_long)?;
+            for at in [&self.root.1, &self.work.1, &self.images.1] {
+                if mkdir_p(at) != 0 {
+                    return Err(last());
+                }
+            }
+            let mut path = [0u8; 32];
+            for (fd, at) in [(root_fd, &self.root.1), (work_fd, &self.work.1)] {
+                fd_path(fd, &mut path);
+                ok(libc::mount(path.as_ptr().cast(), at.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) as libc::c_long)?;
+                libc::close(fd);
+            }
+            const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+            ok(libc::syscall(libc::SYS_move_mount, images_fd, c"".as_ptr(), libc::AT_FDCWD, self.images.1.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH))?;
+            libc::close(images_fd);
+            // Into the user namespace as its root; the mount namespace is made again from inside it, so
+            // that CRIU's own mounts there are its to make.
+            ok(libc::setns(self.userns.as_raw_fd(), libc::CLONE_NEWUSER) as libc::c_long)?;
+            ok(libc::setgroups(0, std::ptr::null()) as libc::c_long)?;
+            ok(libc::setresgid(0, 0, 0) as libc::c_long)?;
+            ok(libc::setresuid(0, 0, 0) as libc::c_long)?;
+            // Changing ids cleared the parent-death signal `command()` set.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            ok(libc::unshare(libc::CLONE_NEWNS) as libc::c_long)?;
+        }
+        Ok(())
+    }
+}
+
 /// "/proc/self/fd/N\0" into `buf`, without allocating; returns its length with the NUL.
 fn fd_path(fd: i32, buf: &mut [u8; 32]) -> usize {
     let prefix = b"/proc/self/fd/";
@@ -287,6 +382,7 @@ pub fn log_tail(log: &std::path::Path) -> String {
 /// CRIU's command line, with `-W <state_dir>`: SIGKILL them (killing the root task ends its namespace).
 /// Returns (pid, start time) of each task killed.
 pub fn kill_stray_restores(state_dir: &std::path::Path) -> Vec<(i32, u64)> {
+    use std::os::unix::ffi::OsStrExt;
     let want = state_dir.as_os_str().as_encoded_bytes();
     let mut killed = vec![];
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -294,7 +390,8 @@ pub fn kill_stray_restores(state_dir: &std::path::Path) -> Vec<(i32, u64)> {
         let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
         let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
         let is_restore = args.iter().any(|a| *a == b"restore") && args.iter().any(|a| a.ends_with(b"criu"));
-        let ours = args.windows(2).any(|w| w[0] == b"-W" && w[1] == want);
+        // A restore as root of a user namespace works in `<state_dir>/criu` (AsUsernsRoot).
+        let ours = args.windows(2).any(|w| w[0] == b"-W" && (w[1] == want || std::path::Path::new(std::ffi::OsStr::from_bytes(w[1])) == state_dir.join(USERNS_WORK_DIR)));
         if is_restore && ours {
             if let Some(start) = crate::proc::start_time(pid) {
                 unsafe { libc::kill(pid, libc::SIGKILL) };

@@ -152,8 +152,60 @@ pub fn write_maps(pid: i32, r: &IdRange) -> Result<()> {
 }
 
 /// A user namespace with the mapping of `r`, held by its descriptor only (for idmapped mounts): a
-/// child makes it and exits; the descriptor keeps the namespace.
+/// child makes it and exits; the descriptor keeps the namespace. Owned by host root: no process ever
+/// runs in it.
 pub fn userns_fd(r: &IdRange) -> Result<std::fs::File> {
+    let r = *r;
+    in_helper(
+        || unsafe { libc::unshare(libc::CLONE_NEWUSER) == 0 },
+        |child| {
+            write_maps(child, &r)?;
+            open_ns(child, "user")
+        },
+    )
+}
+
+/// The user namespace a restored sibling runs in (drums-restore --userns): mapped as `userns_fd`'s, but
+/// made by a child that became the range's root (host id `base`) first, so that it is owned by `base`:
+/// the kernel's per-user counts of everything inside are charged to `base` at the host's level, as for
+/// a cold session's namespace (ns::create). Held by the descriptor until the restored tree is in it.
+pub fn session_userns(r: &IdRange) -> Result<std::fs::File> {
+    let (base, r) = (r.base, *r);
+    in_helper(
+        move || unsafe {
+            libc::setgroups(0, std::ptr::null()) == 0
+                && libc::setresgid(base, base, base) == 0
+                && libc::setresuid(base, base, base) == 0
+                && libc::unshare(libc::CLONE_NEWUSER) == 0
+        },
+        |child| {
+            write_maps(child, &r)?;
+            open_ns(child, "user")
+        },
+    )
+}
+
+/// A new network namespace owned by the user namespace `userns` (a restored sibling's, `session_userns`):
+/// CRIU, which restores such a sibling as root of that namespace, can join only a namespace its user
+/// namespace owns. Host root still configures it from outside (it holds every capability there).
+pub fn netns_in(userns: &std::fs::File) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let fd = userns.as_raw_fd();
+    in_helper(
+        move || unsafe { libc::setns(fd, libc::CLONE_NEWUSER) == 0 && libc::unshare(libc::CLONE_NEWNET) == 0 },
+        |child| open_ns(child, "net"),
+    )
+}
+
+fn open_ns(pid: i32, name: &str) -> Result<std::fs::File> {
+    let p = PathBuf::from(format!("/proc/{pid}/ns/{name}"));
+    std::fs::File::open(&p).ctx("open", &p)
+}
+
+/// Fork a child that runs `child` (raw system calls only: this runs between fork and exit) and reports
+/// whether it succeeded; on success `parent` is called with the child's pid while the child waits, then
+/// the child exits. For namespaces that a process must make and the tool keeps by descriptor.
+fn in_helper<T>(child: impl FnOnce() -> bool, parent: impl FnOnce(i32) -> Result<T>) -> Result<T> {
     use std::io::{Read, Write};
     use std::os::fd::{FromRawFd, OwnedFd};
     let mut fds = [0; 2];
@@ -170,10 +222,11 @@ pub fn userns_fd(r: &IdRange) -> Result<std::fs::File> {
         0 => unsafe {
             drop(ready_r);
             drop(done_w);
-            let ok = libc::unshare(libc::CLONE_NEWUSER) == 0;
-            let b = [ok as u8];
-            libc::write(std::os::fd::AsRawFd::as_raw_fd(&ready_w), b.as_ptr().cast(), 1);
-            // Wait until the parent has opened the namespace (or gone).
+            // 0, or the errno of the call that failed.
+            let rc: i32 = if child() { 0 } else { (*libc::__errno_location()).max(1) };
+            let b = rc.to_le_bytes();
+            libc::write(std::os::fd::AsRawFd::as_raw_fd(&ready_w), b.as_ptr().cast(), b.len());
+            // Wait until the parent has opened what it needs (or gone).
             let mut x = [0u8; 1];
             libc::read(std::os::fd::AsRawFd::as_raw_fd(&done_r), x.as_mut_ptr().cast(), 1);
             libc::_exit(0)
@@ -181,16 +234,15 @@ pub fn userns_fd(r: &IdRange) -> Result<std::fs::File> {
         child => {
             drop(ready_w);
             drop(done_r);
-            let mut b = [0u8; 1];
+            let mut b = [0u8; 4];
             let got = std::fs::File::from(ready_r).read_exact(&mut b);
             let res = (|| {
-                got.map_err(|e| Error::failed(format!("user namespace helper: {e}")))?;
-                if b[0] != 1 {
-                    return Err(Error::failed("unshare(CLONE_NEWUSER) failed in the helper"));
+                got.map_err(|e| Error::failed(format!("namespace helper: {e}")))?;
+                let rc = i32::from_le_bytes(b);
+                if rc != 0 {
+                    return Err(Error::failed(format!("the namespace helper (setresuid, unshare or setns): {}", std::io::Error::from_raw_os_error(rc))));
                 }
-                write_maps(child, r)?;
-                let p = PathBuf::from(format!("/proc/{child}/ns/user"));
-                std::fs::File::open(&p).ctx("open", &p)
+                parent(child)
             })();
             let _ = std::fs::File::from(done_w).write_all(b"x");
             let mut st = 0;
@@ -198,6 +250,24 @@ pub fn userns_fd(r: &IdRange) -> Result<std::fs::File> {
             res
         }
     }
+}
+
+/// Give everything below `dir` (not `dir` itself) the range's ids for the ids it has: host id N becomes
+/// base+N. For the few files a restore moves from its checkpoint layer into the sibling's upper
+/// (overlay::promote_into_upper), which an upper cannot show through an idmapped mount; links are
+/// changed, never followed.
+pub fn shift_tree(dir: &Path, r: &IdRange) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    for e in std::fs::read_dir(dir).ctx("read directory", dir)? {
+        let p = e.ctx("read directory", dir)?.path();
+        let m = std::fs::symlink_metadata(&p).ctx("stat", &p)?;
+        let (uid, gid) = (r.host(m.uid()), r.host(m.gid()));
+        std::os::unix::fs::lchown(&p, uid, gid).ctx("chown", &p)?;
+        if m.is_dir() {
+            shift_tree(&p, r)?;
+        }
+    }
+    Ok(())
 }
 
 /// Make an idmapped copy of the mount at `src` (the on-disk ids shifted by the range of `userns`) and
@@ -214,6 +284,19 @@ pub fn idmapped_bind(src: &Path, target: &Path, userns: &std::fs::File) -> Resul
         return Err(Error::io("open_tree", src, std::io::Error::last_os_error()));
     }
     let tree = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    set_idmap(tree.as_raw_fd(), userns).map_err(|e| Error::io("mount_setattr(MOUNT_ATTR_IDMAP)", src, e))?;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    let rc = unsafe { libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, ct.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH) };
+    if rc != 0 {
+        return Err(Error::io("move_mount", target, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Make the detached mount `tree` (from open_tree(OPEN_TREE_CLONE)) idmapped by `userns`, read-only,
+/// nosuid, nodev. Raw system calls only: also used between fork and exec (criu::AsUsernsRoot).
+pub fn set_idmap(tree: i32, userns: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
     #[repr(C)]
     struct MountAttr {
         attr_set: u64,
@@ -226,14 +309,9 @@ pub fn idmapped_bind(src: &Path, target: &Path, userns: &std::fs::File) -> Resul
     const MOUNT_ATTR_NODEV: u64 = 0x4;
     const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
     let attr = MountAttr { attr_set: MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, attr_clr: 0, propagation: libc::MS_PRIVATE as u64, userns_fd: userns.as_raw_fd() as u64 };
-    let rc = unsafe { libc::syscall(libc::SYS_mount_setattr, tree.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, &attr as *const MountAttr, std::mem::size_of::<MountAttr>()) };
+    let rc = unsafe { libc::syscall(libc::SYS_mount_setattr, tree, c"".as_ptr(), libc::AT_EMPTY_PATH, &attr as *const MountAttr, std::mem::size_of::<MountAttr>()) };
     if rc != 0 {
-        return Err(Error::io("mount_setattr(MOUNT_ATTR_IDMAP)", src, std::io::Error::last_os_error()));
-    }
-    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-    let rc = unsafe { libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, ct.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH) };
-    if rc != 0 {
-        return Err(Error::io("move_mount", target, std::io::Error::last_os_error()));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

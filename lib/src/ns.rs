@@ -141,7 +141,7 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
             let mut made = [0u8; 1];
             if let (Some(r), Ok(())) = (id_range.as_ref(), std::fs::File::from(uns_r).read_exact(&mut made)) {
                 crate::idrange::write_maps(init_pid, r)?;
-                set_userns_limits(init_pid)?;
+                set_userns_limits(&crate::nsenter::NsFile::open(init_pid, crate::nsenter::Kind::User)?)?;
                 std::fs::File::from(mapped_w).write_all(b"m").map_err(|e| Error::failed(format!("tell the session init its namespace is mapped: {e}")))?;
             } else {
                 drop(mapped_w);
@@ -174,10 +174,10 @@ pub fn inodes(pid: i32) -> Result<NsInodes> {
     })
 }
 
-/// Set USERNS_LIMITS in the user namespace of `pid`: a forked child joins it (its /proc/sys/user shows
-/// the namespace of the reader) and writes them through the host's /proc.
-fn set_userns_limits(pid: i32) -> Result<()> {
-    let ns = crate::nsenter::NsFile::open(pid, crate::nsenter::Kind::User)?;
+/// Set USERNS_LIMITS in the user namespace `ns` (a cold session's init's, or a restored sibling's
+/// before CRIU runs in it): a forked child joins it (its /proc/sys/user shows the namespace of the
+/// reader) and writes them through the host's /proc.
+pub fn set_userns_limits(ns: &crate::nsenter::NsFile) -> Result<()> {
     let files: Vec<(CString, String)> = USERNS_LIMITS.iter().map(|(f, v)| (CString::new(format!("/proc/sys/user/{f}")).expect("no NUL"), v.to_string())).collect();
     match unsafe { libc::fork() } {
         -1 => Err(Error::failed(format!("fork: {}", std::io::Error::last_os_error()))),
@@ -200,7 +200,7 @@ fn set_userns_limits(pid: i32) -> Result<()> {
             let code = if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { -1 };
             match code {
                 0 => Ok(()),
-                100 => Err(Error::failed(format!("join the user namespace of the session init {pid} to set its limits"))),
+                100 => Err(Error::failed("join the session's user namespace to set its limits")),
                 n if n >= 1 && (n as usize) <= USERNS_LIMITS.len() => Err(Error::failed(format!("set /proc/sys/user/{} in the session's user namespace", USERNS_LIMITS[n as usize - 1].0))),
                 n => Err(Error::failed(format!("the limits helper ended with {n}"))),
             }

@@ -113,6 +113,9 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, lowers: &Lowers, tmpfs_bytes: u64
     }
     if let Some(top) = copies.first() {
         promote_into_upper(top, &upper, promote)?;
+        if let Some(r) = lowers.id_range {
+            crate::idrange::shift_tree(&upper, r)?;
+        }
     }
     let merged = dir.join("root");
     ledger.create_res(Resource::Mount { path: merged.clone() })?;

@@ -19,6 +19,10 @@ pub struct RestoreOptions {
     pub ksm: bool,
     /// The siblings' network policy (default `none`, whatever the checkpoint's source ran under).
     pub net: crate::net::egress::Options,
+    /// Each sibling in a user namespace of its own with a host id range of its own (drums(7), "Its own
+    /// user namespace"): the range is ledgered first, the layers are shown through idmapped mounts, and
+    /// CRIU runs as root of the sibling's user namespace (criu::AsUsernsRoot).
+    pub userns: bool,
 }
 
 /// Where a restore hands CRIU the sibling's network namespace (`--inherit-fd fd[N]:drums-net`): a
@@ -61,6 +65,18 @@ pub fn restore_one(c: &Checkpoint, o: &RestoreOptions) -> Result<Session> {
 
 fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t0: Instant, ledger_s: f64) -> Result<()> {
     let t = Instant::now();
+    // The range first (its ledger line before anything that uses it), then the user namespace: both
+    // are needed by the overlay's idmapped lowers.
+    let userns = match o.userns {
+        true => {
+            let r = crate::idrange::allocate(ledger)?;
+            s.id_range = Some(r);
+            let u = crate::idrange::session_userns(&r)?;
+            crate::ns::set_userns_limits(&crate::nsenter::NsFile::from_file(u.try_clone().ctx("duplicate", "the user namespace descriptor")?, crate::nsenter::Kind::User))?;
+            Some(u)
+        }
+        false => None,
+    };
     let mut layers = vec![c.layer.clone()];
     layers.extend(c.layers.iter().cloned());
     let (image, runtime) = lowers_of(c)?;
@@ -69,7 +85,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     crate::image::check(image, "image")?;
     crate::runtime::check(runtime, "runtime")?;
     let mapped = c.mapped.as_ref().map(|m| crate::mapped::layer_of(&m.dir));
-    let lowers = crate::overlay::Lowers { layers: &layers, mapped: mapped.as_deref(), runtime, image, id_range: None };
+    let lowers = crate::overlay::Lowers { layers: &layers, mapped: mapped.as_deref(), runtime, image, id_range: s.id_range.as_ref() };
     let overlay = crate::overlay::mount_root(ledger, &s.state_dir, &lowers, o.tmpfs_bytes, &[], &c.write_open)?;
     drop(_use);
     let merged = overlay.merged.clone();
@@ -92,7 +108,11 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     // times and iptables-restore twice, and building the namespace from CRIU's action script instead cost
     // seven runs of sh, one per CRIU action (criu_s 0.129 -> 0.107 s without them).
     let t = Instant::now();
-    let netns = crate::net::new_netns()?;
+    // In its own user namespace, the network namespace is that namespace's (CRIU joins it from there).
+    let netns = match &userns {
+        Some(u) => crate::idrange::netns_in(u)?,
+        None => crate::net::new_netns()?,
+    };
     crate::net::create_veth_in(slot, &netns, &c.source.session_mac)?;
     let netns_dup = netns.try_clone().ctx("duplicate", "the network namespace descriptor")?;
     crate::net::configure_session_end_in(crate::nsenter::NsFile::from_file(netns_dup, crate::nsenter::Kind::Net), crate::net::SESSION_IF, slot, None)?;
@@ -103,15 +123,36 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let network_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let pidfile = s.state_dir.join("init.pid");
+    let (work_dir, images, cgroups, as_userns_root) = match (userns, s.id_range) {
+        (Some(u), Some(r)) => {
+            // CRIU as root of the sibling's user namespace: it works in a directory of the range's root
+            // and sees the images at <state_dir>/images, in a mount namespace of its own.
+            let work = s.state_dir.join(crate::criu::USERNS_WORK_DIR);
+            std::fs::create_dir(&work).ctx("create directory", &work)?;
+            std::os::unix::fs::chown(&work, Some(r.base), Some(r.base)).ctx("chown", &work)?;
+            let images = s.state_dir.join("images");
+            let cgroup_dirs: Vec<std::path::PathBuf> = s.cgroup.as_ref().map(|c| {
+                let mut d: Vec<_> = c.paths.values().cloned().collect();
+                d.sort();
+                d.dedup();
+                d
+            }).unwrap_or_default();
+            let view_root = crate::state::state_root();
+            let enter = crate::criu::AsUsernsRoot::new(u, &cgroup_dirs, &view_root, (&merged, &merged), (&work, &work), (&c.images, &images))?;
+            (work, images, crate::criu::CgroupPlacement::Ignore, Some(enter))
+        }
+        _ => (s.state_dir.clone(), c.images.clone(), crate::criu::CgroupPlacement::of(s.cgroup.as_ref()), None),
+    };
+    let pidfile = work_dir.join("init.pid");
     let call = crate::criu::Restore {
-        images: c.images.clone(),
-        work_dir: s.state_dir.clone(),
+        images,
+        work_dir: work_dir.clone(),
         log: "restore.log".into(),
         pidfile: pidfile.clone(),
         root: merged,
-        cgroups: crate::criu::CgroupPlacement::of(s.cgroup.as_ref()),
+        cgroups,
         inherit_netns_fd: NETNS_FD,
+        as_userns_root: as_userns_root.is_some(),
     };
     let mut cmd = call.command();
     let ksm = o.ksm;
@@ -134,6 +175,9 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
                 if libc::prctl(67, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+            }
+            if let Some(a) = &as_userns_root {
+                a.enter()?;
             }
             Ok(())
         });
@@ -165,7 +209,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
             ledger.create_res(Resource::Process { pid, start_time: start, role: "init".into(), init: true })?;
         }
     }
-    let log_tail = || crate::criu::log_tail(&s.state_dir.join(&call.log));
+    let log_tail = || crate::criu::log_tail(&work_dir.join(&call.log));
     match status {
         Ok(st) if st.success() => {}
         Ok(_) => return Err(Error::failed(format!("criu restore failed: {}", log_tail()))),

@@ -5,6 +5,15 @@
 //! /proc/PID/limits shows the same two values to anyone. For exactly that case (another task, read only,
 //! EPERM) the shim answers from there, and passes everything else to the kernel unchanged. CRIU makes the
 //! call through syscall(3), so the shim wraps syscall(3) (and prlimit64(3), for the other callers).
+//!
+//! Second, for a restore that CRIU runs as root of a sibling's own user namespace (drums-restore
+//! --userns): CRIU restores a UTS namespace's host and domain names by writing
+//! /proc/sys/kernel/{hostname,domainname} from a task it moved into that namespace, and the kernel lets
+//! only host root open those files for writing (their permission check knows no user namespace), while
+//! sethostname(2)/setdomainname(2) are allowed to the root of the user namespace that owns the UTS
+//! namespace. So when opening one of exactly those two files for writing is refused (EACCES), the shim
+//! hands CRIU a stand-in descriptor (a memfd), and a write to it sets the name with sethostname(2) or
+//! setdomainname(2) in the namespace of the task that writes, which is the one CRIU meant.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -78,4 +87,85 @@ fn from_proc(pid: libc::pid_t, resource: libc::c_int) -> Option<(u64, u64)> {
         }
     };
     Some((value(fields.next()?)?, value(fields.next()?)?))
+}
+
+type Openat = unsafe extern "C" fn(libc::c_int, *const libc::c_char, libc::c_int, libc::mode_t) -> libc::c_int;
+type Write = unsafe extern "C" fn(libc::c_int, *const libc::c_void, libc::size_t) -> libc::ssize_t;
+static REAL_OPENAT: AtomicUsize = AtomicUsize::new(0);
+static REAL_WRITE: AtomicUsize = AtomicUsize::new(0);
+/// The stand-in descriptors: for the host name, for the domain name (-1: none).
+static STAND_IN: [std::sync::atomic::AtomicI32; 2] = [std::sync::atomic::AtomicI32::new(-1), std::sync::atomic::AtomicI32::new(-1)];
+
+unsafe fn next(cache: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let mut f = cache.load(Ordering::Relaxed);
+    if f == 0 {
+        f = libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize;
+        cache.store(f, Ordering::Relaxed);
+    }
+    f
+}
+
+/// Which UTS name a sysctl path names: 0 the host name, 1 the domain name.
+fn uts_name(path: &[u8]) -> Option<usize> {
+    let p = path.strip_prefix(b"/proc/sys/").unwrap_or(path);
+    match p {
+        b"kernel/hostname" => Some(0),
+        b"kernel/domainname" => Some(1),
+        _ => None,
+    }
+}
+
+unsafe fn openat_impl(real: Openat, dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::mode_t) -> libc::c_int {
+    let rc = real(dirfd, path, flags, mode);
+    if rc >= 0 || *libc::__errno_location() != libc::EACCES || flags & libc::O_ACCMODE != libc::O_WRONLY || path.is_null() {
+        return rc;
+    }
+    let Some(which) = uts_name(std::ffi::CStr::from_ptr(path).to_bytes()) else { return rc };
+    let fd = libc::memfd_create(c"drums-uts-stand-in".as_ptr(), 0);
+    if fd < 0 {
+        *libc::__errno_location() = libc::EACCES;
+        return rc;
+    }
+    STAND_IN[which].store(fd, Ordering::Relaxed);
+    fd
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat(dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::mode_t) -> libc::c_int {
+    openat_impl(std::mem::transmute::<usize, Openat>(next(&REAL_OPENAT, c"openat")), dirfd, path, flags, mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat64(dirfd: libc::c_int, path: *const libc::c_char, flags: libc::c_int, mode: libc::mode_t) -> libc::c_int {
+    openat_impl(std::mem::transmute::<usize, Openat>(next(&REAL_OPENAT, c"openat")), dirfd, path, flags, mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: libc::c_int, buf: *const libc::c_void, n: libc::size_t) -> libc::ssize_t {
+    if fd >= 0 && !buf.is_null() {
+        for (which, slot) in STAND_IN.iter().enumerate() {
+            if slot.load(Ordering::Relaxed) == fd {
+                let bytes = std::slice::from_raw_parts(buf as *const u8, n);
+                let name = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+                let rc = match which {
+                    0 => libc::sethostname(name.as_ptr().cast(), name.len()),
+                    _ => libc::setdomainname(name.as_ptr().cast(), name.len()),
+                };
+                return if rc == 0 { n as libc::ssize_t } else { -1 };
+            }
+        }
+    }
+    std::mem::transmute::<usize, Write>(next(&REAL_WRITE, c"write"))(fd, buf, n)
+}
+
+type Close = unsafe extern "C" fn(libc::c_int) -> libc::c_int;
+static REAL_CLOSE: AtomicUsize = AtomicUsize::new(0);
+
+/// close(2), forgetting a stand-in descriptor first: its number, once reused, is an ordinary file's.
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
+    for slot in &STAND_IN {
+        let _ = slot.compare_exchange(fd, -1, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    std::mem::transmute::<usize, Close>(next(&REAL_CLOSE, c"close"))(fd)
 }

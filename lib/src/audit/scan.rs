@@ -13,8 +13,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Namespace kinds a session owns (`drums-ns` unshares them): sharing one between sessions is a finding.
 pub const SESSION_NS: &[&str] = &["pid", "mnt", "net", "ipc", "uts"];
-/// Namespace kinds every session shares with the host by design (none is unshared): reported, not compared.
+/// Namespace kinds a session shares with the host unless it has its own (a user namespace, see
+/// `host_userns`): the host's are reported, not compared.
 pub const HOST_NS: &[&str] = &["user", "cgroup", "time"];
+
+/// The user namespace of this tool (the host's).
+fn host_userns() -> Option<u64> {
+    static HOST: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *HOST.get_or_init(|| crate::proc::ns_inode(std::process::id() as i32, "user").ok())
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -388,7 +395,9 @@ fn scan_process(sc: &mut SessionScan, d: &ProcDir, anon_inode: Option<(u64, u64)
     for t in SESSION_NS.iter().chain(HOST_NS) {
         let st = d.stat_target(&format!("ns/{t}"))?;
         proc_ns.insert(t, st.ino);
-        if SESSION_NS.contains(t) {
+        // A user namespace other than the host's is a session's own (drums-overlay create --userns,
+        // drums-restore --userns): compared like the others, so two sessions that share one fail.
+        if SESSION_NS.contains(t) || (*t == "user" && Some(st.ino) != host_userns()) {
             sc.add(Kind::Namespace, format!("{t}:[{}]", st.ino), &format!("{t}:[{}]", st.ino), false, h("process".into(), format!("{t}:[{}]", st.ino), None, false));
         } else {
             let v = sc.info.host_namespaces.entry(t.to_string()).or_default();

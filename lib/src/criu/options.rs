@@ -159,6 +159,11 @@ pub struct Restore {
     pub cgroups: CgroupPlacement,
     /// The descriptor number at which CRIU finds the sibling's network namespace.
     pub inherit_netns_fd: i32,
+    /// CRIU runs as root of the sibling's own user namespace (criu::AsUsernsRoot): `--unprivileged`,
+    /// CRIU's mode for a restorer without the host's capabilities (socket buffers are set with
+    /// SO_SNDBUF/SO_RCVBUF, bounded by the host's net.core.*mem_max, where SO_*BUFFORCE needs host
+    /// root).
+    pub as_userns_root: bool,
 }
 
 impl Restore {
@@ -173,6 +178,9 @@ impl Restore {
         o.extend(self.cgroups.options());
         // The sibling's own network namespace, under the key the dump left the source's out with.
         o.extend(["--inherit-fd".to_string(), format!("fd[{}]:{EXTERNAL_NET}", self.inherit_netns_fd)]);
+        if self.as_userns_root {
+            o.push("--unprivileged".to_string());
+        }
         o
     }
 
@@ -236,6 +244,7 @@ mod tests {
             root: "/run/drums/sessions/d-2/root".into(),
             cgroups: CgroupPlacement::of(section),
             inherit_netns_fd: 100,
+            as_userns_root: false,
         };
         let argv: Vec<String> = r.argv().into_iter().map(|a| a.into_string().unwrap()).collect();
         assert_eq!(argv[9..], r.options()[..], "the recorded options are the argv after its head");

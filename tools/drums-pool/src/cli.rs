@@ -59,6 +59,10 @@ pub enum Cmd {
         /// cross-tenant side channel, a scanning thread).
         #[arg(long)]
         ksm: bool,
+        /// Restore each sibling in a user namespace of its own with a host id range of its own, as
+        /// drums-restore --userns does.
+        #[arg(long)]
+        userns: bool,
         #[command(flatten)]
         net: cli::NetArgs,
         /// Size limit of each sibling's writable tmpfs, as drums-restore --size.

@@ -26,7 +26,7 @@ fn main() {
         };
         cli::require_root()?;
         drums::restore::check_checkpoint(&c)?;
-        let o = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm, net };
+        let o = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm, net, userns: a.userns };
         let mut first_err = None;
         for i in 0..a.count {
             cli::progress("drums-restore", &format!("sibling {}/{}", i + 1, a.count));
