@@ -394,7 +394,8 @@ fn count_mode_makes_ready_distinct_siblings_concurrently_and_a_kill_leaves_nothi
     // kill -9 of drums-restore --ready --count N at several moments (restores, CRIU, reseeds, checks in
     // flight), then a sweep of what it made: nothing is left.
     let mut guard = Sessions::default();
-    for delay in [50u64, 300, 700, 1200, 2000] {
+    let mut caught_midway = 0;
+    for delay in [50u64, 150, 300, 500, 800] {
         let before: Vec<String> = new_state_dirs(&[]);
         let mut child = Command::new(tool("drums-restore"))
             .args(["--ready", "--count", &N.to_string()])
@@ -411,12 +412,16 @@ fn count_mode_makes_ready_distinct_siblings_concurrently_and_a_kill_leaves_nothi
         std::thread::sleep(Duration::from_millis(delay));
         let _ = child.kill();
         let out = child.wait_with_output().unwrap();
+        if text(&out.stdout).lines().count() < N {
+            caught_midway += 1;
+        }
         guard.add(&text(&out.stdout));
         std::thread::sleep(Duration::from_millis(300));
         sweep_dirs(&new_state_dirs(&before));
     }
     drop(guard);
     drop(_ckpt_dir);
+    assert!(caught_midway > 0, "no kill caught drums-restore before its {N} siblings were printed");
     let left = inventory().new_since(&before_inv);
     assert!(left.is_empty(), "left behind: {left:?}");
 }
