@@ -144,7 +144,19 @@ fn policies_in_cold_sessions_and_restored_siblings() {
     let big = 100 * 1024 * 1024;
     let (ok, secs, out) = fetch(&sib, "http://web.example.org/big.bin");
     assert!(ok && out.contains(&format!(" {big} ")), "the 100 MiB download failed: {out}");
-    let counters = drums::net::egress::counters(sib.net.as_ref().unwrap().slot).expect("the sibling's counters");
+    let slot = sib.net.as_ref().unwrap().slot;
+    let listed_before = drums::net::egress::all_counters().expect("nft lists every table's counters");
+    let counters = drums::net::egress::counters(slot).expect("the sibling's counters");
+    // The listing of every table at once (the overview page's read) has the same counters, each between
+    // a listing before and one after.
+    let listed_after = drums::net::egress::all_counters().expect("nft lists every table's counters");
+    let table = drums::net::egress::table_name(slot);
+    let (before, after) = (&listed_before[&table], &listed_after[&table]);
+    assert!(before.len() == counters.len() && after.len() == counters.len(), "{before:?} / {counters:?} / {after:?}");
+    for (k, v) in &counters {
+        let (b, v, a) = (before[k].as_u64().unwrap(), v.as_u64().unwrap(), after[k].as_u64().unwrap());
+        assert!(b <= v && v <= a, "{k}: one listing {b}, the table alone {v}, the next listing {a}");
+    }
     let bytes_in = counters["bytes_in"].as_u64().unwrap() as f64;
     let bytes_out = counters["bytes_out"].as_u64().unwrap() as f64;
     eprintln!("100 MiB in {secs} s; counted in {bytes_in} B, out {bytes_out} B, connections {}", counters["conns_out"]);

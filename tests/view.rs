@@ -243,6 +243,22 @@ impl Drop for Browser {
     }
 }
 
+/// A checkpoint's pool, drained when dropped (its parked siblings destroyed).
+struct PoolOf(String);
+impl Drop for PoolOf {
+    fn drop(&mut self) {
+        let o = run_owned_tool("drums-pool", &["drain"], &self.0);
+        if !o.status.success() {
+            eprintln!("drums-pool drain: {}{}", text(&o.stdout), text(&o.stderr));
+        }
+    }
+}
+
+/// The "pool" cell of a checkpoint's row in the page's checkpoints table.
+fn checkpoints_pool_cell(b: &Browser, id: &str) -> String {
+    b.js(&format!("const tr = [...document.querySelectorAll('#checkpoints tbody tr')].find(tr => tr.children[0].innerText === '{id}'); return tr ? tr.children[7].innerText : ''")).as_str().unwrap_or("").to_string()
+}
+
 /// The page's rows: id -> the text of each cell.
 fn rows(b: &Browser) -> std::collections::BTreeMap<String, Vec<String>> {
     let v = b.js("return [...document.querySelectorAll('#sessions tbody tr')].map(tr => [tr.dataset.session, [...tr.children].map(td => td.innerText)])");
@@ -301,6 +317,46 @@ fn the_page_lists_sessions_live_and_follows_their_screens() {
     b.wait("a CPU share for every session", &format!("return {own}.every(id => document.querySelector(`tr[data-session=\"${{id}}\"]`).children[9].innerText.includes('% of a CPU'))"), Duration::from_secs(5));
     let checkpoints = b.js("return document.querySelector('#checkpoints tbody').innerText");
     assert!(checkpoints.as_str().unwrap().contains(&ckpt_rec.id), "checkpoints table: {checkpoints}");
+    // The root images with what uses them: the sessions' image, used by the test's checkpoint.
+    let image = cold.overlay.as_ref().and_then(|o| o.image.as_ref()).expect("the cold session's root image").clone();
+    let image_row = b.js(&format!("const tr = [...document.querySelectorAll('#images tbody tr')].find(tr => tr.children[0].innerText.includes({:?})); return tr ? tr.innerText : null", image.dir.file_name().unwrap().to_str().unwrap()));
+    assert!(image_row.as_str().is_some_and(|r| r.contains(&image.name) && r.contains(&format!("checkpoint {}", ckpt_rec.id))), "images table, {}: {image_row}", image.dir.display());
+
+    // The plots of the last minutes: each session's memory (blue) and CPU share (orange) lines have a
+    // point per figure of the overview the page drew, the newest memory point at its height.
+    b.wait("three overview reads", "return window.drums.overviews >= 3", Duration::from_secs(10));
+    let plots = b.js(&format!(
+        "const ov = window.drums.last; return {own}.map(id => {{ \
+           const s = ov.sessions.find(s => s.id === id); const svg = document.querySelector(`tr[data-session=\"${{id}}\"] svg.spark`); \
+           const pts = (c) => {{ const l = svg.querySelector(`polyline[stroke=\"${{c}}\"]`); return l ? l.getAttribute('points').trim().split(' ').map(p => p.split(',').map(Number)) : []; }}; \
+           const mem = s.history.map(h => h[1]).filter(v => v != null), cpu = s.history.map(h => h[2]).filter(v => v != null); \
+           const m = pts('#36c'), c = pts('#c63'); \
+           return [id, mem.length, m.length, cpu.length, c.length, m.length ? m[m.length - 1][1] : null, 29 - mem[mem.length - 1] / Math.max(...mem) * 27]; }})"
+    ));
+    for p in plots.as_array().unwrap() {
+        let n = |i: usize| p[i].as_u64().unwrap();
+        assert!(n(1) >= 2 && n(2) == n(1), "memory plot of {}: {} points for {} figures", p[0], n(2), n(1));
+        assert!(n(3) >= 1 && n(4) == n(3), "CPU plot of {}: {} points for {} figures", p[0], n(4), n(3));
+        let (drawn, want) = (p[5].as_f64().unwrap(), p[6].as_f64().unwrap());
+        assert!((drawn - want).abs() <= 0.06, "memory plot of {}: newest point at y {drawn}, its figure puts it at {want:.2}", p[0]);
+    }
+
+    // A pool: its depth and filler in the pools table, the parked sibling listed as parked (no thumbnail:
+    // it is frozen), the checkpoint's pool column counting it.
+    let pool = PoolOf(ckpt.clone());
+    let o = run_owned_tool("drums-pool", &["fill", "--depth", "1"], &ckpt);
+    assert!(o.status.success(), "drums-pool fill: {}{}", text(&o.stdout), text(&o.stderr));
+    let pool_row = b.wait(
+        "the pool listed with depth 1",
+        &format!("const tr = [...document.querySelectorAll('#pools tbody tr')].find(tr => tr.children[0].innerText === '{}'); return tr && tr.children[1].innerText === '1' ? [...tr.children].map(td => td.innerText) : null", ckpt_rec.id),
+        Duration::from_secs(5),
+    );
+    assert_eq!(pool_row[4], "none at work", "filler: {pool_row}");
+    let parked = b.wait("the parked sibling listed", "const tr = document.querySelector('#sessions tbody tr[data-state=\"parked\"]'); return tr ? tr.dataset.session : null", Duration::from_secs(5));
+    assert!(!all.iter().any(|s| json!(s.id) == parked), "a parked sibling is a new session");
+    assert!(checkpoints_pool_cell(&b, &ckpt_rec.id).contains("1 parked"));
+    drop(pool);
+    b.wait("the drained pool's sibling gone", &format!("return !document.querySelector('tr[data-session={parked}]')"), Duration::from_secs(5));
 
     // A session made after the page loaded appears, a destroyed one disappears, without a reload.
     let late_line = run_ok("drums-restore", &[], &ckpt);
@@ -313,8 +369,18 @@ fn the_page_lists_sessions_live_and_follows_their_screens() {
     b.wait("the destroyed session gone", &format!("return !document.querySelector('tr[data-session=\"{}\"]')", late.id), Duration::from_secs(5));
     assert_eq!(b.js("return window.notReloaded"), json!(42), "the page was reloaded");
 
-    // Thumbnails: each still screen keeps its digest; a window drawn on one changes that one only.
-    b.wait("a thumbnail of every session", &format!("return {own}.every(id => {{ const i = document.querySelector(`tr[data-session=\"${{id}}\"] img.thumb`); return i && i.dataset.digest; }})"), Duration::from_secs(10));
+    // Thumbnails: each still screen keeps its digest; a window drawn on one changes that one only. The
+    // page fetches the thumbnails of the rows in view only: other sessions of the machine, listed above
+    // the test's (oldest first), are hidden so that the test's own rows are in view.
+    let hidden = b.js(&format!("let n = 0; for (const tr of document.querySelectorAll('#sessions tbody tr')) if (!{own}.includes(tr.dataset.session)) {{ tr.style.display = 'none'; n++; }} return n"));
+    eprintln!("page: {hidden} rows of other sessions hidden");
+    let thumbs_shown = format!("return {own}.every(id => {{ const i = document.querySelector(`tr[data-session=\"${{id}}\"] img.thumb`); return i && i.dataset.digest; }})");
+    let t0 = Instant::now();
+    while b.js(&thumbs_shown) != json!(true) {
+        let state = b.js(&format!("return {own}.map(id => {{ const i = document.querySelector(`tr[data-session=\"${{id}}\"] img.thumb`); return [id, i.dataset.inView, i.dataset.frames, i.getBoundingClientRect().top]; }})"));
+        assert!(t0.elapsed() < Duration::from_secs(10), "a thumbnail of every session: not within 10 s; [id, in view, frames, top]: {state}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let mut seen: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(2) {

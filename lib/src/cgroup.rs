@@ -37,7 +37,7 @@ pub(crate) use lifecycle::{remove_empty_parent, rmdir_when_left};
 pub use lifecycle::{create, enter, enter_all, freeze, freezer_dir, frozen_state, prepare_restore, remove, remove_path, thaw, FREEZE_TIMEOUT, REMOVE_RETRY};
 pub use limits::{Limits, DEFAULT_CPUS, DEFAULT_MEMORY, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS};
 pub use section::{section, Figures, Section, Version, SECTION};
-pub use telemetry::{read_back, sample, watch, Sample, SAMPLE};
+pub use telemetry::{read_back, sample, sample_among, watch, AllCounters, Sample, SAMPLE};
 
 /// The parent directory of every session cgroup, in every hierarchy.
 pub const PARENT: &str = crate::state::NAME_PREFIX;

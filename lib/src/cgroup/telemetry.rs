@@ -45,18 +45,35 @@ pub fn sample(session: &Session) -> Result<Sample> {
     Ok(sample_with(session, &sec, backend_of(&sec).as_ref(), 0))
 }
 
+/// The policy tables' counters read once for many sessions (crate::net::egress::all_counters); None: nft
+/// could not list them.
+pub type AllCounters = Option<std::collections::HashMap<String, serde_json::Map<String, serde_json::Value>>>;
+
+/// `sample` for a reader of many sessions at once: the network counters from `all`, read once for all of
+/// them, instead of one `nft` run per session.
+pub fn sample_among(session: &Session, all: &AllCounters) -> Result<Sample> {
+    let sec = require_section(session)?;
+    Ok(sample_counted(session, &sec, backend_of(&sec).as_ref(), 0, |alive| net_counters_among(session, alive, all)))
+}
+
 fn init_alive(session: &Session) -> Option<bool> {
     session.ns.as_ref().map(|ns| crate::proc::alive(ns.init_pid, ns.init_start_time))
 }
 
 fn sample_with(session: &Session, sec: &Section, b: &dyn Backend, seq: u64) -> Sample {
+    sample_counted(session, sec, b, seq, |alive| net_counters(session, alive))
+}
+
+type Counters = std::result::Result<serde_json::Map<String, serde_json::Value>, String>;
+
+fn sample_counted(session: &Session, sec: &Section, b: &dyn Backend, seq: u64, counters: impl FnOnce(Option<bool>) -> Counters) -> Sample {
     let mut f = b.sample();
     match read_procs(b.fs(), b.procs_dir()) {
         Ok(p) => f.put("processes", Ok(p.len() as u64)),
         Err(e) => f.null("processes", e.to_string()),
     }
     let alive = init_alive(session);
-    let net = net_counters(session, alive);
+    let net = counters(alive);
     let c = |k: &str| net.as_ref().map_err(Clone::clone).and_then(|m| m.get(k).and_then(serde_json::Value::as_u64).ok_or_else(|| format!("the session's table has no counter {k}")));
     f.put("net_bytes_out", c("bytes_out"));
     f.put("net_bytes_in", c("bytes_in"));
@@ -78,13 +95,25 @@ fn sample_with(session: &Session, sec: &Section, b: &dyn Backend, seq: u64) -> S
 
 /// The counters of the session's policy table (crate::net::egress), read now: the policy may have changed
 /// since the record was written (drums-net set). Err(why) when there is nothing to read.
-fn net_counters(session: &Session, alive: Option<bool>) -> std::result::Result<serde_json::Map<String, serde_json::Value>, String> {
+fn net_counters(session: &Session, alive: Option<bool>) -> Counters {
     let net = session.net.as_ref().ok_or("the record has no net section")?;
     if alive == Some(false) {
         // Its slot, and so its table's name, may be another session's by now.
         return Err("the session has ended".into());
     }
-    crate::net::egress::counters(net.slot).ok_or_else(|| format!("no table inet {}: policy none, nothing leaves the session to be counted (or nft could not list it)", crate::net::egress::table_name(net.slot)))
+    crate::net::egress::counters(net.slot).ok_or_else(|| no_table(net.slot))
+}
+
+fn net_counters_among(session: &Session, alive: Option<bool>, all: &AllCounters) -> Counters {
+    let net = session.net.as_ref().ok_or("the record has no net section")?;
+    if alive == Some(false) {
+        return Err("the session has ended".into());
+    }
+    all.as_ref().and_then(|m| m.get(&crate::net::egress::table_name(net.slot))).cloned().ok_or_else(|| no_table(net.slot))
+}
+
+fn no_table(slot: u32) -> String {
+    format!("no table inet {}: policy none, nothing leaves the session to be counted (or nft could not list it)", crate::net::egress::table_name(slot))
 }
 
 /// Sample every `interval` until the session ends: its init is gone (or, for a record without

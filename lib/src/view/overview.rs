@@ -75,7 +75,8 @@ impl Watcher {
         let t0 = std::time::Instant::now();
         let now = crate::state::now();
         let vnc = vnc_servers();
-        let mut sessions: Vec<SessionView> = session_records().into_iter().map(|s| self.session_view(&s, now, &vnc)).collect();
+        let counters = crate::net::egress::all_counters();
+        let mut sessions: Vec<SessionView> = session_records().into_iter().map(|s| self.session_view(&s, now, &vnc, &counters)).collect();
         sessions.sort_by(|a, b| a.created_at.partial_cmp(&b.created_at).unwrap_or(std::cmp::Ordering::Equal).then(a.id.cmp(&b.id)));
         let live: std::collections::HashSet<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
         self.last_cpu.retain(|k, _| live.contains(k.as_str()));
@@ -89,7 +90,7 @@ impl Watcher {
         Overview { drums: crate::record::VERSION, kind: OverviewType::Tag, t: now, read_s: t0.elapsed().as_secs_f64(), sessions, pools, checkpoints, images }
     }
 
-    fn session_view(&mut self, s: &Session, now: f64, vnc: &HashMap<u64, Value>) -> SessionView {
+    fn session_view(&mut self, s: &Session, now: f64, vnc: &HashMap<u64, Value>, counters: &crate::cgroup::AllCounters) -> SessionView {
         let alive = s.ns.as_ref().map(|ns| crate::proc::alive(ns.init_pid, ns.init_start_time));
         let state = match (&s.pool, alive) {
             (_, None) => "starting",
@@ -99,7 +100,7 @@ impl Watcher {
             (None, Some(true)) => "live",
         };
         let (cgroup, why) = if alive == Some(true) && s.cgroup.is_some() {
-            match crate::cgroup::sample(s) {
+            match crate::cgroup::sample_among(s, counters) {
                 Ok(sample) => {
                     let cpu = sample.figures.get("cpu_usage_ns");
                     let mem = sample.figures.get("memory_current_bytes");
