@@ -6,7 +6,7 @@
 # DRUMS_CGROUP_ARGS (e.g. "--memory 8G --pids 2048"); unset or empty, drums-cgroup's defaults
 # (drums-cgroup(1)); DRUMS_CGROUP_ARGS=none makes no cgroups (no limits, no freezer).
 # The network policy (drums(7), "Network boundary") is DRUMS_NET (none, internet, allow:...), with
-# DRUMS_UPLINK, DRUMS_NET_EXCEPT, DRUMS_NET_DNS and DRUMS_NET_RATE, read by drums-ns create; unset: none.
+# DRUMS_UPLINK, DRUMS_NET_EXCEPT, DRUMS_NET_DNS, DRUMS_NET_RATE and DRUMS_NET_PROXY, read by drums-ns create; unset: none.
 # The session's owner (drums(7)) is DRUMS_OWNER, default the process that runs this script's caller.
 # If a stage fails, the partial session is destroyed from its ledger before the script exits.
 set -euo pipefail

@@ -226,12 +226,20 @@ chown -R "$uid:$uid" "$img/home/$user"
 chmod 755 "$img/home/$user"
 
 # Chromium started by anything in a session (xdg-open, a task's `google-chrome`, the agent) gets what the
-# one drums-desktop starts has: no sandbox of its own (it needs user namespaces, which the session's
-# seccomp filter refuses: the session is the sandbox, drums(7) SECURITY), and nothing that calls out to a
-# network sessions do not have. Debian's chromium wrapper reads /etc/chromium.d.
+# one drums-desktop starts has: its own sandbox when the session runs in a user namespace of its own (it
+# needs nested user namespaces, which only such a session's seccomp filter allows), else `--no-sandbox`
+# (the session is the sandbox, drums(7) SECURITY); the choice is made when Chromium starts, from the
+# session it runs in, not when the image is built. Nothing that calls out to a network sessions do not
+# have. Debian's chromium wrapper reads /etc/chromium.d.
 cat > "$img/etc/chromium.d/drums" <<'FLAGS'
-# Drums sessions (pipelines/image.sh): the session is Chromium's sandbox; sessions have no network.
-export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox --test-type --disable-background-networking --disable-component-update --disable-sync --disable-quic --no-first-run --no-default-browser-check --password-store=basic"
+# Drums sessions (pipelines/image.sh): sessions have no network. Chromium's own sandbox follows the
+# session: in the host's user namespace (the full identity map), where the session's filter refuses the
+# nested namespaces the sandbox needs, the session is Chromium's sandbox.
+drums_sandbox=--no-sandbox
+read -r drums_in drums_out drums_n < /proc/self/uid_map 2>/dev/null || true
+[ "$drums_in $drums_out ${drums_n:-}" = "0 0 4294967295" ] || drums_sandbox=
+export CHROMIUM_FLAGS="$CHROMIUM_FLAGS $drums_sandbox --test-type --disable-background-networking --disable-component-update --disable-sync --disable-quic --no-first-run --no-default-browser-check --password-store=basic"
+unset drums_sandbox drums_in drums_out drums_n
 FLAGS
 
 # The names OSWorld's tasks use: `python` for python3, `google-chrome` for the browser, which starts

@@ -289,6 +289,12 @@ fn policies_parse_and_bad_ones_are_usage_errors() {
     }
     let o = run("drums-restore", &["--uplink", "drums7"], "");
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    // A proxy that is not an address and port, or under policy none (nothing could reach it).
+    for args in [&["--net", "internet", "--proxy", "proxy.example.org:3128"][..], &["--net", "internet", "--proxy", "127.0.0.1:3128"], &["--proxy", "http://10.0.0.10:3128"]] {
+        let o = run("drums-ns", &[&["create"][..], args].concat(), "");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        assert!(error_record(&o.stderr).message.contains("--proxy"), "{}", text(&o.stderr));
+    }
 }
 
 /// drums-net: a live session moved from none to internet to an allow list and back to none, each at once;
@@ -499,4 +505,173 @@ fn a_bandwidth_cap_holds_a_download_to_it() {
     let free = secs(&s);
     eprintln!("uncapped: {free:.2} s ({:.0} B/s)", big as f64 / free);
     assert!(free < least / 1.5, "without the cap the download took {free:.2} s: too slow here to show the cap of {cap} B/s");
+}
+
+/// An upstream proxy (`--proxy`, drums(7) "Network boundary"): the stand-in's proxy box on its private
+/// address 10.0.0.10, port 3128. Under an allow list that names nothing the test fetches, the session's
+/// direct connections are refused at once (the page's address, the proxy's address on another port) and
+/// the page's name does not resolve; through the proxy, the session's environment (drums-ns exec), its
+/// guest's commands and its desktop Chromium load the page, each request in the proxy's log. A sibling
+/// restored with the proxy gets it too; one restored without it keeps none of it, nor does the session once
+/// drums-net set takes the proxy away.
+#[test]
+fn a_session_reaches_the_stand_in_only_through_its_upstream_proxy() {
+    require_root();
+    let _lock = session_lock();
+    let standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let with_proxy = || {
+        let mut a = net_args("allow:other.example.org");
+        a.extend(["--proxy".to_string(), PROXY.to_string()]);
+        a
+    };
+    let s = cold_with(with_proxy(), &mut guard);
+    let cold_line = guard.0[0].clone();
+    assert_eq!(s.egress.as_ref().unwrap().proxy.as_deref(), Some(PROXY), "{}", json(&s));
+    let through = |what: &str| standin.proxy_requests().iter().filter(|l| l.ends_with(&format!(" GET http://web.example.org/?{what}"))).count();
+    let cat = |s: &Session, f: &str| text(&Command::new(tool("drums-ns")).args(["exec", "--session", &s.id, "--", "cat", f]).output().unwrap().stdout);
+
+    // Direct: refused, or not resolved, at once; nothing of it reaches the stand-in's web server.
+    let before = standin.web_requests();
+    refused(&s, &format!("http://{WEB}/"));
+    refused(&s, "http://10.0.0.10/");
+    does_not_resolve(&s, "http://web.example.org/");
+    assert_eq!(standin.web_requests(), before, "a direct request reached the stand-in");
+
+    // Through the proxy: the session's environment (its guest and Chromium below).
+    loads(&s, "http://web.example.org/?exec");
+    assert_eq!(through("exec"), 1, "the proxy did not log the request: {:?}", standin.proxy_requests());
+
+    // Siblings: with the proxy, through it; without (policy internet), nothing of it is left and the page
+    // is fetched directly.
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &cold_line);
+    let c: Checkpoint = one(&ckpt);
+    let _dir = CheckpointDir(c.dir.clone());
+    let sib = sibling_with(&ckpt, with_proxy(), &mut guard);
+    assert_eq!(sib.egress.as_ref().unwrap().proxy.as_deref(), Some(PROXY));
+    refused(&sib, &format!("http://{WEB}/"));
+    loads(&sib, "http://web.example.org/?sibling");
+    assert_eq!(through("sibling"), 1, "{:?}", standin.proxy_requests());
+    let plain = sibling(&ckpt, Some("internet"), &mut guard);
+    assert_eq!(plain.egress.as_ref().unwrap().proxy, None);
+    assert!(!cat(&plain, "/etc/profile.d/drums-proxy.sh").contains("export"), "{}", cat(&plain, "/etc/profile.d/drums-proxy.sh"));
+    assert!(!cat(&plain, "/etc/chromium.d/drums-proxy").contains("--proxy-server"));
+    loads(&plain, "http://web.example.org/?plain");
+    assert_eq!(through("plain"), 0, "{:?}", standin.proxy_requests());
+    // Under internet without the proxy, the proxy box on the LAN is refused like the rest of 10.0.0.0/8.
+    let (ok, secs, out) = fetch_direct(&plain, &format!("{PROXY}/"));
+    assert!(!ok && secs < FAST, "the proxy's address was reached without --proxy: {out}");
+
+    // The cold session's guest and Chromium (after the checkpoint: the siblings' ready check expects the
+    // source's page) go through the proxy too.
+    let guest = s.desktop.as_ref().and_then(|d| d.guest_url.clone()).expect("a guest URL");
+    let cmd = serde_json::json!({"command": ["python3", "-c", FETCH, "http://web.example.org/?guest"], "shell": false});
+    let (status, body) = http("POST", &format!("{guest}/execute"), Some(&cmd), Duration::from_secs(30));
+    assert!(status == 200 && body.contains("OK ") && body.contains(PAGE_TITLE), "the guest's command did not load the page: {status} {body}");
+    assert_eq!(through("guest"), 1, "{:?}", standin.proxy_requests());
+    chromium_loads(&s, "http://web.example.org/?chromium");
+    assert!(through("chromium") >= 1, "Chromium's request is not in the proxy's log: {:?}", standin.proxy_requests());
+    // Every Chromium started later in the session (Debian's wrapper, the images' google-chrome) and every
+    // login shell reads the proxy from these.
+    assert!(cat(&s, "/etc/chromium.d/drums-proxy").contains(&format!("--proxy-server={PROXY}")), "{}", cat(&s, "/etc/chromium.d/drums-proxy"));
+    assert!(cat(&s, "/etc/profile.d/drums-proxy.sh").contains(&format!("export https_proxy={PROXY}")));
+
+    // The proxy taken away from the live session (drums-net set without --proxy): its files say nothing,
+    // its commands fetch directly, and the proxy box is refused like the rest of 10.0.0.0/8.
+    let mut a = vec!["set", "--session", s.id.as_str()];
+    let args = net_args("internet");
+    a.extend(args.iter().map(String::as_str));
+    let s: Session = one(&run_ok("drums-net", &a, ""));
+    assert_eq!(s.egress.as_ref().unwrap().proxy, None);
+    assert!(!cat(&s, "/etc/profile.d/drums-proxy.sh").contains("export") && !cat(&s, "/etc/chromium.d/drums-proxy").contains("--proxy-server"));
+    loads(&s, "http://web.example.org/?unset");
+    assert_eq!(through("unset"), 0, "{:?}", standin.proxy_requests());
+    refused(&s, &format!("{PROXY}/"));
+}
+
+/// `--net-except`: a package mirror on the LAN (the stand-in's web server on its private address
+/// 10.0.0.10) is reachable, by address and by name, with an exception for it; without, refused. The
+/// exception opens only the network it names: the metadata address stays refused.
+#[test]
+fn an_exception_admits_a_lan_mirror_and_nothing_else() {
+    require_root();
+    let _lock = session_lock();
+    let standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let ov = run_ok("drums-overlay", &["create"], "");
+    guard.add(&ov);
+    let mut args = net_args("internet");
+    args.extend(["--net-except".to_string(), "10.0.0.10/32".to_string()]);
+    let mut a = vec!["create"];
+    a.extend(args.iter().map(String::as_str));
+    let ns = run_ok("drums-ns", &a, &ov);
+    guard.0.clear();
+    guard.add(&ns);
+    let s: Session = one(&ns);
+    assert_eq!(s.egress.as_ref().unwrap().except, vec!["10.0.0.10/32".to_string()]);
+    check_routes(&s);
+    let before = standin.web_requests();
+    loads(&s, "http://10.0.0.10/");
+    loads(&s, "http://private.example.org/");
+    assert_eq!(standin.web_requests(), before + 2, "the mirror's requests are not in the stand-in's log");
+    refused(&s, "http://169.254.169.254/");
+    refused(&s, "http://meta.example.org/");
+    // The same session without the exception: refused.
+    let mut a = vec!["set", "--session", s.id.as_str()];
+    let args = net_args("internet");
+    a.extend(args.iter().map(String::as_str));
+    let s: Session = one(&run_ok("drums-net", &a, ""));
+    assert!(s.egress.as_ref().unwrap().except.is_empty());
+    refused(&s, "http://10.0.0.10/");
+    refused(&s, "http://private.example.org/");
+    loads(&s, "http://web.example.org/");
+    assert_eq!(standin.web_requests(), before + 3, "a refused request reached the stand-in");
+}
+
+/// Clone hygiene under a policy (issue 26): two siblings of one checkpoint, restored under `internet` and
+/// reseeded, each get their own address, MAC, table, policy rules and resolver (none of them the source's), and what
+/// one sibling sends is counted by its own table alone: the other's counters stay at zero and its
+/// resolver logs no query. The stand-in's web server sees each sibling from the uplink's address (NAT),
+/// never from a session address.
+#[test]
+fn siblings_under_a_policy_have_their_own_addresses_tables_and_resolvers() {
+    require_root();
+    let _lock = session_lock();
+    let standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let src = cold("internet", &mut guard);
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &guard.0[0].clone());
+    let c: Checkpoint = one(&ckpt);
+    let _dir = CheckpointDir(c.dir.clone());
+    // Reseeded, as every sibling handed out is (drums-reseed: a sibling has its source's MAC until then).
+    let a: Session = one(&run_ok("drums-reseed", &[], &json(&sibling(&ckpt, Some("internet"), &mut guard))));
+    let b: Session = one(&run_ok("drums-reseed", &[], &json(&sibling(&ckpt, Some("internet"), &mut guard))));
+    let (sn, an, bn) = (src.net.as_ref().unwrap(), a.net.as_ref().unwrap(), b.net.as_ref().unwrap());
+    let (se, ae, be) = (src.egress.as_ref().unwrap(), a.egress.as_ref().unwrap(), b.egress.as_ref().unwrap());
+    for (x, y, what) in [(an, bn, "a/b"), (an, sn, "a/source"), (bn, sn, "b/source")] {
+        assert_ne!(x.session_addr, y.session_addr, "{what}: one address");
+        assert_ne!(x.session_mac, y.session_mac, "{what}: one MAC");
+        assert_ne!(x.slot, y.slot, "{what}: one slot");
+    }
+    for (x, y, what) in [(ae, be, "a/b"), (ae, se, "a/source"), (be, se, "b/source")] {
+        assert_ne!(x.nft_table, y.nft_table, "{what}: one table");
+        assert_ne!((x.route_table, x.rule_pref), (y.route_table, y.rule_pref), "{what}: one routing table");
+        assert_ne!(x.resolver.listen, y.resolver.listen, "{what}: one resolver address");
+        assert_ne!(x.resolver.pid, y.resolver.pid, "{what}: one resolver");
+    }
+    let counters = |s: &Session| drums::net::egress::counters(s.net.as_ref().unwrap().slot).expect("counters");
+    let queries = |s: &Session| std::fs::read_to_string(s.state_dir.join(drums::net::egress::LOG_FILE)).unwrap_or_default().lines().filter(|l| l.contains("query[A] web.example.org")).count();
+    let (b_in, b_out) = (counters(&b)["bytes_in"].as_u64().unwrap(), counters(&b)["bytes_out"].as_u64().unwrap());
+    let b_queries = queries(&b);
+    loads(&a, "http://web.example.org/");
+    assert!(counters(&a)["bytes_in"].as_u64().unwrap() > 0 && queries(&a) >= 1, "a's own table and resolver did not see its request: {:?}", counters(&a));
+    assert_eq!((counters(&b)["bytes_in"].as_u64().unwrap(), counters(&b)["bytes_out"].as_u64().unwrap()), (b_in, b_out), "b's counters moved with a's traffic");
+    assert_eq!(queries(&b), b_queries, "b's resolver answered a's query");
+    // The stand-in sees the uplink's address, not a session's.
+    let log = std::fs::read_to_string(standin.dir.join("web.log")).unwrap_or_default();
+    let last = log.lines().filter(|l| l.contains("\"GET / HTTP")).last().unwrap_or("").to_string();
+    assert!(last.starts_with("198.51.100.1 "), "the stand-in saw {last}");
+    for n in [an, bn, sn] {
+        assert!(!log.contains(&n.session_addr), "the stand-in saw a session address {}: {log}", n.session_addr);
+    }
 }

@@ -40,14 +40,18 @@ impl StandIn {
         assert!(r.contains(&format!("dev {UPLINK}")), "the gateway {GATEWAY} is not reached through {UPLINK} (nothing was sent): {r}");
         s
     }
-    /// Requests for `/` the stand-in's web server has logged (what every refused request asks; a browser's
-    /// later favicon request is not one).
     /// Datagrams the stand-in's UDP sink (198.51.100.10:9999) received: "SOURCE PAYLOAD" lines.
     pub fn udp_received(&self) -> Vec<String> {
         std::fs::read_to_string(self.dir.join("udp.log")).unwrap_or_default().lines().map(str::to_string).collect()
     }
+    /// Requests for `/` the stand-in's web server has logged (what every refused request asks; a browser's
+    /// later favicon request is not one).
     pub fn web_requests(&self) -> usize {
         std::fs::read_to_string(self.dir.join("web.log")).unwrap_or_default().lines().filter(|l| l.contains("\"GET / HTTP")).count()
+    }
+    /// The proxy's log (tests/data/standin-proxy.py): "CLIENT METHOD TARGET" lines.
+    pub fn proxy_requests(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("proxy.log")).unwrap_or_default().lines().map(str::to_string).collect()
     }
 }
 
@@ -75,11 +79,19 @@ pub fn check_routes(s: &Session) {
     assert!(text(&o.stdout).contains(&format!("via {GATEWAY} dev {UPLINK}")), "the resolver's queries are not routed into the stand-in (nothing was sent): {}", text(&o.stdout));
 }
 
+/// The stand-in's upstream proxy (tests/data/standin-proxy.py): on its private address, a proxy box on
+/// the LAN; its requests are logged in proxy.log.
+pub const PROXY: &str = "http://10.0.0.10:3128";
+
 /// A cold session under `policy`, its routes checked before its desktop starts.
 pub fn cold(policy: &str, guard: &mut Sessions) -> Session {
+    cold_with(net_args(policy), guard)
+}
+
+/// A cold session made with the network options `args` (net_args and more).
+pub fn cold_with(args: Vec<String>, guard: &mut Sessions) -> Session {
     let ov = run_ok("drums-overlay", &["create"], "");
     guard.add(&ov);
-    let args = net_args(policy);
     let mut a: Vec<&str> = vec!["create"];
     a.extend(args.iter().map(String::as_str));
     let ns = run_ok("drums-ns", &a, &ov);
@@ -98,22 +110,29 @@ pub fn cold(policy: &str, guard: &mut Sessions) -> Session {
 
 /// Restore one sibling of `ckpt` under `policy` (None: no --net) and check its routes.
 pub fn sibling(ckpt: &str, policy: Option<&str>, guard: &mut Sessions) -> Session {
-    let args = policy.map(net_args).unwrap_or_default();
+    sibling_with(ckpt, policy.map(net_args).unwrap_or_default(), guard)
+}
+
+/// Restore one sibling of `ckpt` with the network options `args` and check its routes (under a policy).
+pub fn sibling_with(ckpt: &str, args: Vec<String>, guard: &mut Sessions) -> Session {
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let rec = run_ok("drums-restore", &a, ckpt);
     guard.add(&rec);
     let s: Session = one(&rec);
-    if policy.is_some_and(|p| p != "none") {
+    if s.egress.is_some() {
         check_routes(&s);
     }
     s
 }
 
+/// Fetch argv[1]: through the proxy the environment names (http_proxy, a session's upstream proxy) unless
+/// argv[2] is `direct`.
 pub const FETCH: &str = r#"
 import sys, time, urllib.request
 t = time.monotonic()
 try:
-    r = urllib.request.urlopen(sys.argv[1], timeout=10)
+    handlers = [urllib.request.ProxyHandler({})] if sys.argv[2:] == ["direct"] else []
+    r = urllib.request.build_opener(*handlers).open(sys.argv[1], timeout=10)
     n, head = 0, b""
     while True:
         b = r.read(1 << 20)
@@ -127,12 +146,22 @@ except Exception as e:
     print(f"ERR {time.monotonic() - t:.3f} {type(e).__name__} {e}")
 "#;
 
-/// Fetch `url` from inside `s` as the session's root: (succeeded, seconds, what was printed).
+/// Fetch `url` from inside `s` as the session's root, through its upstream proxy when it has one:
+/// (succeeded, seconds, what was printed).
 pub fn fetch(s: &Session, url: &str) -> (bool, f64, String) {
+    fetch_how(s, url, false)
+}
+
+/// `fetch` without any proxy: a direct connection from the session.
+pub fn fetch_direct(s: &Session, url: &str) -> (bool, f64, String) {
+    fetch_how(s, url, true)
+}
+
+fn fetch_how(s: &Session, url: &str, direct: bool) -> (bool, f64, String) {
     // The shared table as this version writes it: on a machine where older builds of Drums run too (other
     // worktrees), each reinstalls its own, without the mark that lets a policy's packets through.
     drums::net::ensure_firewall().unwrap();
-    let o = Command::new(tool("drums-ns")).args(["exec", "--session", &s.id, "--", "python3", "-c", FETCH, url]).output().unwrap();
+    let o = Command::new(tool("drums-ns")).args(["exec", "--session", &s.id, "--", "python3", "-c", FETCH, url]).args(direct.then_some("direct")).output().unwrap();
     let out = text(&o.stdout).trim().to_string();
     let mut f = out.split_whitespace();
     let ok = f.next() == Some("OK");
@@ -146,14 +175,15 @@ pub fn loads(s: &Session, url: &str) {
     assert!(ok && out.contains(PAGE_TITLE), "{url} did not load in {} ({:?}): {out}\nthe shared input chain now: {shared}", s.id, s.egress.as_ref().map(|e| e.policy.to_string()));
 }
 
+/// A direct connection to `url` is refused at once (a session's upstream proxy aside).
 pub fn refused(s: &Session, url: &str) {
-    let (ok, secs, out) = fetch(s, url);
+    let (ok, secs, out) = fetch_direct(s, url);
     assert!(!ok, "{url} was reached from {} ({:?}): {out}", s.id, s.egress.as_ref().map(|e| e.policy.to_string()));
     assert!(secs < FAST, "{url} was refused from {} only after {secs} s (a hang, not a refusal): {out}", s.id);
 }
 
 pub fn does_not_resolve(s: &Session, url: &str) {
-    let (ok, secs, out) = fetch(s, url);
+    let (ok, secs, out) = fetch_direct(s, url);
     assert!(!ok && out.contains("Name or service not known"), "{url} resolved in {}: {out}", s.id);
     assert!(secs < FAST, "{url}: the lookup failed only after {secs} s: {out}");
 }

@@ -252,3 +252,91 @@ fn a_session_that_takes_every_per_user_resource_leaves_the_others_alone() {
     let o = run("drums-ns", &["exec", "--user", "user", "--", "python3", "-c", PROBE], &json(&fresh));
     assert_eq!(text(&o.stdout).trim(), "ok", "the new session as user: {}{}", text(&o.stdout), text(&o.stderr));
 }
+
+/// drums-audit reads each session's user namespace and id maps from /proc: two userns sessions pass its
+/// identity check with distinct namespaces and ranges; a record whose id range is not what its session's
+/// maps say (here: another live session's range) is a finding that fails both rules; a pair with a
+/// session in the host's user namespace is listed, not judged.
+#[test]
+fn the_audit_reports_each_sessions_user_namespace_and_range() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (a_line, a) = userns_session(&mut guard);
+    let (b_line, b) = userns_session(&mut guard);
+    let audit = |input: &str| -> (Option<i32>, serde_json::Value) {
+        let o = run("drums-audit", &[], input);
+        let out = text(&o.stdout);
+        (o.status.code(), serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("drums-audit prints its report ({e}): {out}{}", text(&o.stderr))))
+    };
+    let (code, r) = audit(&format!("{a_line}\n{b_line}\n"));
+    let id = &r["identity"];
+    assert_eq!(id["pass"], serde_json::json!(true), "two userns sessions share no user namespace and no id: {id}");
+    // (The exit status follows the literal rule, which two cold sessions fail on /dev/null by design:
+    // tests/audit.rs. Identity findings are the verdicts' reasons that start with `identity: `.)
+    let identity_reasons = |r: &serde_json::Value| r["verdicts"]["literal"]["reasons"].as_array().unwrap().iter().filter(|x| x.as_str().unwrap().starts_with("identity: ")).count();
+    assert_eq!((code.is_some(), identity_reasons(&r)), (true, 0), "{}", r["verdicts"]);
+    let (ia, ib) = (&id["sessions"][&a.id], &id["sessions"][&b.id]);
+    assert_ne!(ia["user_ns"], ib["user_ns"], "{id}");
+    for (s, rec) in [(ia, &a), (ib, &b)] {
+        let r = rec.id_range.unwrap();
+        assert_eq!(s["own_user_ns"], serde_json::json!(true));
+        assert_eq!(s["uid_map"], serde_json::json!([[0, r.base, r.count]]), "{id}");
+        assert_eq!(s["gid_map"], serde_json::json!([[0, r.base, r.count]]), "{id}");
+        let init = rec.ns.as_ref().unwrap().init_pid;
+        assert_eq!(s["user_ns"], serde_json::json!(drums::proc::ns_inode(init, "user").unwrap()));
+    }
+
+    // B's record naming A's range: the maps the audit reads are B's own, so it is a finding.
+    let mut forged: serde_json::Value = serde_json::from_str(&b_line).unwrap();
+    forged["id_range"] = serde_json::to_value(a.id_range.unwrap()).unwrap();
+    let (code, r) = audit(&format!("{a_line}\n{forged}\n"));
+    assert_eq!(code, Some(1), "a record whose range is not its session's fails the audit: {}", r["identity"]);
+    assert_eq!(r["identity"]["pass"], serde_json::json!(false));
+    for rule in ["literal", "revision_2a"] {
+        assert_eq!(r["verdicts"][rule]["pass"], serde_json::json!(false));
+        assert!(r["verdicts"][rule]["reasons"].as_array().unwrap().iter().any(|x| x.as_str().unwrap().starts_with("identity: ") && x.as_str().unwrap().contains(&b.id)), "{}", r["verdicts"]);
+    }
+
+    // A session in the host's user namespace beside one of its own: not judged.
+    let (c_line, _) = cold_session(&mut guard);
+    let (code, r) = audit(&format!("{a_line}\n{c_line}\n"));
+    assert_eq!((code.is_some(), &r["identity"]["pass"], identity_reasons(&r)), (true, &serde_json::Value::Null, 0), "{}", r["identity"]);
+    assert_eq!(r["identity"]["not_judged"].as_array().unwrap().len(), 1, "{}", r["identity"]);
+}
+
+/// `drums-sweep --report` lists the id ranges ledgers hold, with the processes using them, and the slots
+/// of the band that processes use without a ledger (a session's ids left behind): a host process run
+/// with an id of a free slot shows there until it ends.
+#[test]
+fn the_sweep_report_lists_held_and_leaked_id_ranges() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (_, rec) = userns_session(&mut guard);
+    let r = rec.id_range.unwrap();
+    let inv = host_inventory();
+    let held = inv.id_ranges.iter().find(|x| x.base == r.base).unwrap_or_else(|| panic!("the session's range is listed: {:?}", inv.id_ranges));
+    assert_eq!((held.count, held.session.as_str()), (r.count, rec.id.as_str()));
+    let init = rec.ns.as_ref().unwrap().init_pid;
+    assert!(held.pids.contains(&init), "the session's init runs with its range's ids: {held:?}");
+    assert!(!inv.unledgered_ids.iter().any(|x| x.base == r.base), "a held range is not a leak: {:?}", inv.unledgered_ids);
+
+    // A leftover: a host process with an id of a slot no ledger holds (as a session whose ledger was
+    // removed would leave). The slot above every live range, so that no session of this run takes it.
+    let (first, slots) = drums::idrange::band().unwrap();
+    let top = (first + (slots - 1) * drums::idrange::COUNT as u64) as u32;
+    assert!(!inv.id_ranges.iter().any(|x| x.base == top), "the band's last slot is free");
+    let id = (top + 1000).to_string();
+    let mut leak = Command::new("setpriv").args(["--reuid", &id, "--regid", &id, "--clear-groups", "--", "sleep", "60"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let inv = host_inventory();
+    let before_end = inv.unledgered_ids.iter().find(|x| x.base == top).cloned();
+    let mine = inventory();
+    let _ = leak.kill();
+    let _ = leak.wait();
+    let leaked = before_end.unwrap_or_else(|| panic!("the leaked slot is listed: {:?}", inv.unledgered_ids));
+    assert_eq!((leaked.count, leaked.pids.clone()), (drums::idrange::COUNT, vec![leak.id() as i32]));
+    assert!(mine.unledgered_ids.iter().any(|x| x.starts_with(&format!("{top}+"))) && !mine.is_empty(), "the tests' inventory counts the leak: {mine:?}");
+    assert!(!host_inventory().unledgered_ids.iter().any(|x| x.base == top), "gone with its process");
+}

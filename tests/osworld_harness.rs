@@ -564,3 +564,163 @@ finally:
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success(), "the harness failed");
 }
+
+/// OSWorld tasks' `"proxy": true` under the Drums provider (docs/osworld.md, "Tasks that ask for a
+/// proxy"), against the stand-in internet (tests/egress_common.rs) and its proxy box: the harness's
+/// sessions under policy internet reach the stand-in; a proxy task fails before it starts when the operator
+/// named no proxy ($DRUMS_OSWORLD_PROXY); with one named, the task's session gets it and the `google-chrome`
+/// its setup launches loads the page through it (the proxy's log shows the request); the next task, without
+/// `"proxy"`, runs on a fresh sibling without it. Under the default policy none the harness's session
+/// reaches nothing, and a proxy task fails before it starts.
+const PROXY_EPISODE: &str = r#"
+import json, os, sys
+import drums_osworld
+drums_osworld.register()
+from desktop_env.desktop_env import DesktopEnv
+from drums_osworld.provider import DrumsError
+
+ckpt_file, cache = sys.argv[1:3]
+rec = lambda: json.loads(env.provider.session)
+def say(k, v):
+    print(json.dumps({"step": k, "value": v}), flush=True)
+    sys.stdin.readline()  # the test looks (and checks the routes before anything is sent)
+# A task as OSWorld's files write one (an evaluator that is never run: the test looks at the network).
+def task(i, proxy, url):
+    return {"id": i, "instruction": "open the page", "proxy": proxy, "evaluator": {"func": "infeasible"},
+            "config": [{"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337", url]}}]}
+env = DesktopEnv(provider_name="drums", path_to_vm=ckpt_file, action_space="pyautogui", headless=True,
+                 require_a11y_tree=False, cache_dir=cache)
+try:
+    say("taken", rec())
+    named = os.environ.pop("DRUMS_OSWORLD_PROXY", None)
+    try:
+        env.reset(task_config=task("unnamed", True, "http://web.example.org/?unnamed"))
+        say("unnamed", "no error")
+    except DrumsError as e:
+        say("unnamed", str(e))
+    if named:
+        os.environ["DRUMS_OSWORLD_PROXY"] = named
+        env.reset(task_config=task("proxied", True, "http://web.example.org/?task"))
+        say("proxied", rec())
+        env.is_environment_used = True
+        env.reset(task_config={"id": "plain", "instruction": "nothing", "evaluator": {"func": "infeasible"}, "config": []})
+        say("plain", rec())
+    else:
+        os.environ["DRUMS_OSWORLD_PROXY"] = sys.argv[3]
+        try:
+            env.reset(task_config=task("under-none", True, "http://web.example.org/?none"))
+            say("under_none", "no error")
+        except DrumsError as e:
+            say("under_none", str(e))
+finally:
+    env.close()
+"#;
+
+#[path = "egress_common.rs"]
+mod egress;
+
+/// Runs PROXY_EPISODE with `env`, answering each step `look` saw.
+fn proxy_episode(ckpt_file: &Path, cache: &Path, env: &[(&str, &str)], mut look: impl FnMut(&str, &Value)) {
+    use std::io::{BufRead, Write};
+    let mut c = python(PROXY_EPISODE, &[ckpt_file.to_str().unwrap(), cache.to_str().unwrap(), egress::PROXY]);
+    for k in ["DRUMS_NET", "DRUMS_UPLINK", "DRUMS_NET_DNS", "DRUMS_NET_EXCEPT", "DRUMS_NET_PROXY", "DRUMS_NET_RATE", "DRUMS_OSWORLD_PROXY"] {
+        c.env_remove(k);
+    }
+    c.envs(env.iter().copied()).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = vec![];
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
+        let Some(step) = v["step"].as_str() else { continue };
+        seen.push(step.to_string());
+        if step == "taken" || step == "proxied" || step == "plain" {
+            let s: Session = serde_json::from_value(v["value"].clone()).unwrap();
+            if s.egress.is_some() {
+                egress::check_routes(&s);
+            }
+        }
+        look(step, &v["value"]);
+        let _ = stdin.write_all(b"\n");
+    }
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "the harness failed after {seen:?}: {}", text(&o.stderr));
+}
+
+#[test]
+fn osworld_proxy_tasks_get_the_operators_proxy() {
+    require_root();
+    let _ = harness_dir();
+    let _lock = session_lock();
+    let standin = egress::StandIn::up();
+    let tmp = temp_dir("proxy");
+    let (ckpt_file, _ckpt, _remove) = checkpoint(&tmp.0);
+    let cache = tmp.0.join("cache");
+    let uplink = format!("{}:{}", egress::UPLINK, egress::GATEWAY);
+    let through = |what: &str| standin.proxy_requests().iter().filter(|l| l.ends_with(&format!(" GET http://web.example.org/?{what}"))).count();
+    let mut steps = vec![];
+    let env = [("DRUMS_NET", "internet"), ("DRUMS_UPLINK", uplink.as_str()), ("DRUMS_NET_DNS", egress::DNS), ("DRUMS_OSWORLD_PROXY", egress::PROXY)];
+    proxy_episode(&ckpt_file, &cache, &env, |step, v| {
+        steps.push(step.to_string());
+        match step {
+            "taken" => {
+                let s: Session = serde_json::from_value(v.clone()).unwrap();
+                assert_eq!(s.egress.as_ref().map(|e| e.policy.to_string()).as_deref(), Some("internet"), "{}", json(&s));
+                assert_eq!(s.egress.as_ref().unwrap().proxy, None);
+                egress::loads(&s, "http://web.example.org/?direct");
+                assert_eq!(through("direct"), 0);
+            }
+            "unnamed" => {
+                let m = v.as_str().unwrap();
+                assert!(m.contains("DRUMS_OSWORLD_PROXY") && m.contains("\"proxy\": true"), "{m}");
+                assert_eq!(through("unnamed"), 0, "the task ran: {:?}", standin.proxy_requests());
+            }
+            "proxied" => {
+                let s: Session = serde_json::from_value(v.clone()).unwrap();
+                assert_eq!(s.egress.as_ref().unwrap().proxy.as_deref(), Some(egress::PROXY), "{}", json(&s));
+                // The task's google-chrome loads its page through the proxy.
+                let t0 = std::time::Instant::now();
+                while through("task") == 0 {
+                    assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the task's google-chrome did not go through the proxy: {:?}", standin.proxy_requests());
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+                egress::loads(&s, "http://web.example.org/?exec");
+                assert_eq!(through("exec"), 1, "{:?}", standin.proxy_requests());
+            }
+            "plain" => {
+                let s: Session = serde_json::from_value(v.clone()).unwrap();
+                assert_eq!(s.egress.as_ref().unwrap().proxy, None, "{}", json(&s));
+                egress::loads(&s, "http://web.example.org/?plain");
+                assert_eq!(through("plain"), 0, "{:?}", standin.proxy_requests());
+            }
+            other => panic!("unexpected step {other}: {v}"),
+        }
+    });
+    assert_eq!(steps, ["taken", "unnamed", "proxied", "plain"]);
+
+    // The default policy none: the harness's session reaches nothing, and a proxy task fails at once.
+    let mut steps = vec![];
+    let env = [("DRUMS_UPLINK", uplink.as_str()), ("DRUMS_NET_DNS", egress::DNS)];
+    proxy_episode(&ckpt_file, &cache, &env, |step, v| {
+        steps.push(step.to_string());
+        match step {
+            "taken" => {
+                let s: Session = serde_json::from_value(v.clone()).unwrap();
+                assert!(s.egress.is_none(), "{}", json(&s));
+                egress::refused(&s, &format!("http://{}/", egress::WEB));
+                egress::refused(&s, "http://web.example.org/");
+            }
+            "unnamed" => assert!(v.as_str().unwrap().contains("DRUMS_OSWORLD_PROXY"), "{v}"),
+            "under_none" => {
+                let m = v.as_str().unwrap();
+                assert!(m.contains("network policy none"), "{m}");
+                assert_eq!(through("none"), 0, "{:?}", standin.proxy_requests());
+            }
+            other => panic!("unexpected step {other}: {v}"),
+        }
+    });
+    assert_eq!(steps, ["taken", "unnamed", "under_none"]);
+}

@@ -209,6 +209,10 @@ pub struct Inventory {
     pub nft_tables: Vec<String>,
     /// "path session" of every address slot file (the session its file names, `-` when it names none).
     pub slots: Vec<String>,
+    /// "base+count session" of every host id range a ledger holds.
+    pub id_ranges: Vec<String>,
+    /// "base+count pids" of every slot of the id band processes run with and no ledger holds (leaked ids).
+    pub unledgered_ids: Vec<String>,
 }
 
 impl Inventory {
@@ -220,6 +224,8 @@ impl Inventory {
             && self.state_dirs.is_empty()
             && self.nft_tables.is_empty()
             && self.slots.is_empty()
+            && self.id_ranges.is_empty()
+            && self.unledgered_ids.is_empty()
     }
     /// What is here now and was not in `before`: what a test left, even on a machine that was not clean.
     /// A new process in a PID namespace that a process of `before` still lives in (someone else's long-running
@@ -246,6 +252,9 @@ impl Inventory {
             state_dirs: minus(&self.state_dirs, &before.state_dirs),
             nft_tables: minus(&self.nft_tables, &before.nft_tables),
             slots: minus(&self.slots, &before.slots),
+            id_ranges: minus(&self.id_ranges, &before.id_ranges),
+            // A slot is new when it was not used before, whatever processes use it now.
+            unledgered_ids: self.unledgered_ids.iter().filter(|x| !before.unledgered_ids.iter().any(|b| b.split(' ').next() == x.split(' ').next())).cloned().collect(),
         }
     }
 }
@@ -271,6 +280,8 @@ pub fn inventory() -> Inventory {
         state_dirs: r.sessions.iter().map(|s| show(&s.state_dir)).collect(),
         nft_tables: r.nft_tables.iter().filter(|t| t.starts_with(&policy)).cloned().collect(),
         slots: r.slots.iter().map(|s| format!("{} {}", s.path.display(), s.session.as_deref().unwrap_or("-"))).collect(),
+        id_ranges: r.id_ranges.iter().map(|x| format!("{}+{} {}", x.base, x.count, x.session)).collect(),
+        unledgered_ids: r.unledgered_ids.iter().map(|x| format!("{}+{} {:?}", x.base, x.count, x.pids)).collect(),
     }
 }
 

@@ -512,6 +512,8 @@ fn mine(inv: &Inventory, tags: &[&str], pidns: &[u64]) -> Inventory {
         state_dirs: f(&inv.state_dirs),
         nft_tables: f(&inv.nft_tables),
         slots: f(&inv.slots),
+        id_ranges: f(&inv.id_ranges),
+        unledgered_ids: vec![],
     }
 }
 

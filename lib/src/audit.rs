@@ -6,6 +6,7 @@
 //! Both are always reported; the exit status follows the one asked for. The rules are spelled out in
 //! drums-audit(1); the report's fields in docs/record.md.
 
+pub mod identity;
 pub mod scan;
 pub mod sys;
 
@@ -167,6 +168,9 @@ pub struct Report {
     /// whether all are confined, and (restored siblings) whether each is its checkpoint's source's. A
     /// session that differs fails both rules.
     pub boundary: BTreeMap<String, crate::boundary::Comparison>,
+    /// Each audited session's user namespace and host id maps, and whether two of them share either
+    /// (identity::IdentityReport). A finding fails both rules.
+    pub identity: identity::IdentityReport,
     /// The exit status: 0 the rule passes, 1 it fails, 6 the audit is incomplete.
     pub exit: i32,
 }
@@ -471,6 +475,14 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
             }
             boundary.insert(s.id.clone(), cmp);
         }
+        let (ids, id_problems) = identity::read(sessions);
+        let identity = identity::judge(ids, id_problems);
+        for v in [&mut verdicts.literal, &mut verdicts.revision_2a] {
+            if !identity.findings.is_empty() {
+                v.pass = Some(false);
+                v.reasons.extend(identity.findings.iter().map(|f| format!("identity: {f}")));
+            }
+        }
         let (introduced, control_only) = match &control_report {
             Some(c) => {
                 let cids: BTreeSet<&str> = c.pair.shared.iter().map(|o| o.id.as_str()).collect();
@@ -510,6 +522,7 @@ pub fn audit(sessions: &[Session], control: Option<[Session; 2]>, opts: &Options
             control_only,
             verdicts,
             boundary,
+            identity,
             exit,
         });
     }

@@ -183,6 +183,16 @@ const DENIED: &[i64] = &[
 
 /// Every namespace flag of clone(2) and unshare(2).
 const NAMESPACE_FLAGS: u32 = (libc::CLONE_NEWNS | libc::CLONE_NEWCGROUP | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNET) as u32 | 0x80 /* CLONE_NEWTIME */;
+/// The namespace flags a session in its own user namespace may pass to clone(2) and unshare(2): the
+/// nested user, PID and network namespaces that Chromium's namespace sandbox makes for its zygote and
+/// renderers (its zygote is cloned with all three; each renderer is forked into a PID namespace of its
+/// own). Mount, IPC, UTS, cgroup and time namespaces stay refused, and so do mount(2), setns(2) and the
+/// rest of DENIED inside a nested namespace: its full capability set is over that namespace only, and
+/// the kernel gives a nested user namespace no ids its parent (the session's range) does not map.
+/// A session without a user namespace of its own keeps every namespace flag refused: its root is host
+/// root, and a user namespace it made would give its processes capabilities over new namespaces of the
+/// host's user namespace's children, with host root's ids to map.
+pub const NESTED_SANDBOX_FLAGS: u32 = (libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNET) as u32;
 /// personality(2) values Docker's profile allows: PER_LINUX, PER_LINUX32, UNAME26, UNAME26|PER_LINUX32,
 /// and the query.
 const PERSONALITIES: &[u32] = &[0x0, 0x8, 0x20000, 0x20008, 0xffff_ffff];
@@ -218,7 +228,19 @@ const RET: u32 = libc::BPF_RET | libc::BPF_K;
 pub struct Seccomp(Vec<libc::sock_filter>);
 
 impl Seccomp {
+    /// The filter of a session's processes: `own_userns` for a session in a user namespace of its own
+    /// (crate::idrange), whose processes may make Chromium's nested namespaces (NESTED_SANDBOX_FLAGS).
+    pub fn for_session(own_userns: bool) -> Seccomp {
+        Seccomp::build(if own_userns { NESTED_SANDBOX_FLAGS } else { 0 })
+    }
+
+    /// The filter of a session whose root is host root: no namespace flag at all.
     pub fn session() -> Seccomp {
+        Seccomp::build(0)
+    }
+
+    /// The filter with the namespace flags of `allowed_ns` let through clone and unshare.
+    fn build(allowed_ns: u32) -> Seccomp {
         let eperm = RET_ERRNO | libc::EPERM as u32;
         let enosys = RET_ERRNO | libc::ENOSYS as u32;
         let mut p = vec![
@@ -238,7 +260,7 @@ impl Seccomp {
         for nr in [libc::SYS_clone, libc::SYS_unshare] {
             p.push(jump(JEQ, nr as u32, 0, 4));
             p.push(stmt(LD_ABS, off_arg_low(0)));
-            p.push(jump(JSET, NAMESPACE_FLAGS, 0, 1));
+            p.push(jump(JSET, NAMESPACE_FLAGS & !allowed_ns, 0, 1));
             p.push(stmt(RET, eperm));
             p.push(stmt(RET, RET_ALLOW));
         }
@@ -356,7 +378,10 @@ mod tests {
 
     /// Run `body` in a forked child with the boundary set; the child's exit code is what body returns.
     fn in_child(body: fn() -> i32) -> i32 {
-        let prog = Seccomp::session();
+        in_child_with(Seccomp::session(), body)
+    }
+
+    fn in_child_with(prog: Seccomp, body: fn() -> i32) -> i32 {
         let last = last_cap();
         match unsafe { libc::fork() } {
             0 => {
@@ -435,6 +460,45 @@ mod tests {
     }
 
     #[test]
+    fn a_userns_session_may_make_only_chromiums_nested_namespaces() {
+        assert_eq!(unsafe { libc::geteuid() }, 0, "needs root (the filter is installed without no-new-privileges)");
+        let code = in_child_with(Seccomp::for_session(true), || unsafe {
+            let checks: [(i32, i32); 5] = [
+                (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNS)), libc::EPERM),
+                (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | libc::CLONE_NEWIPC)), libc::EPERM),
+                (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | 0x80 /* CLONE_NEWTIME */)), libc::EPERM),
+                (err_of(libc::syscall(libc::SYS_clone3, 0, 0)), libc::ENOSYS),
+                // What Chromium's zygote is made with.
+                (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNET)), 0),
+            ];
+            for (i, (got, want)) in checks.iter().enumerate() {
+                if got != want {
+                    return 10 + i as i32;
+                }
+            }
+            // Full capabilities in the new user namespace, and still no mount: the filter holds there.
+            if err_of(libc::syscall(libc::SYS_mount, c"none".as_ptr(), c"/mnt".as_ptr(), c"tmpfs".as_ptr(), 0, 0)) != libc::EPERM {
+                return 30;
+            }
+            if err_of(libc::syscall(libc::SYS_setns, 0, 0)) != libc::EPERM {
+                return 31;
+            }
+            0
+        });
+        assert_eq!(code, 0, "check {code} failed (see the test's list)");
+        // The host-root session's filter still refuses every namespace flag.
+        let code = in_child_with(Seccomp::for_session(false), || unsafe {
+            for f in [libc::CLONE_NEWUSER, libc::CLONE_NEWPID, libc::CLONE_NEWNET] {
+                if err_of(libc::syscall(libc::SYS_unshare, f)) != libc::EPERM {
+                    return 1;
+                }
+            }
+            0
+        });
+        assert_eq!(code, 0);
+    }
+
+    #[test]
     fn capabilities_are_cut_to_the_kept_set() {
         let code = in_child(|| {
             let b = Boundary::of(std::process::id() as i32).unwrap();
@@ -448,12 +512,13 @@ mod tests {
 
     #[test]
     fn jumps_stay_inside_the_program() {
-        let p = Seccomp::session();
+        for p in [Seccomp::for_session(false), Seccomp::for_session(true)] {
         for (i, ins) in p.0.iter().enumerate() {
             if ins.code as u32 & 0x07 == libc::BPF_JMP {
                 assert!(i + 1 + (ins.jt.max(ins.jf) as usize) < p.0.len(), "instruction {i} jumps out");
             }
         }
         assert!(p.len() < 4096);
+        }
     }
 }

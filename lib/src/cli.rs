@@ -274,11 +274,21 @@ pub struct NetArgs {
     /// are not counted against it.
     #[arg(long = "net-rate", value_name = "RATE")]
     pub net_rate: Option<String>,
+    /// Upstream HTTP proxy of the session, http://IPV4:PORT (https goes through it with CONNECT); none:
+    /// no proxy. Needs a policy other than none. Default: $DRUMS_NET_PROXY, else none.
+    ///
+    /// The session's table lets its connections to that address and port through, even into an
+    /// always-refused range (a proxy box on the LAN); Chromium started in the session afterwards gets
+    /// --proxy-server, and the session's commands (drums-ns exec, the guest's, login shells) http_proxy
+    /// and https_proxy. What the proxy fetches is its own decision: an allow list limits only direct
+    /// connections.
+    #[arg(long = "proxy", value_name = "URL")]
+    pub proxy: Option<String>,
 }
 
 impl NetArgs {
     pub fn options(&self) -> Result<crate::net::egress::Options> {
         // A policy, uplink or network that does not parse is a usage error, found before anything is read.
-        crate::net::egress::Options::from_args(self.net.as_deref(), self.uplink.as_deref(), &self.net_except, &self.dns, self.net_rate.as_deref()).map_err(|e| Error::Usage(e.to_string()))
+        crate::net::egress::Options::from_args(self.net.as_deref(), self.uplink.as_deref(), &self.net_except, &self.dns, self.net_rate.as_deref(), self.proxy.as_deref()).map_err(|e| Error::Usage(e.to_string()))
     }
 }

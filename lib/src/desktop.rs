@@ -44,11 +44,33 @@ pub struct DesktopOptions {
     pub glx: bool,
 }
 
+/// Whether Chromium runs its own sandbox, which follows the session, not the image: a session in a user
+/// namespace of its own (crate::idrange) lets it make the nested user, PID and network namespaces it
+/// needs (crate::boundary::NESTED_SANDBOX_FLAGS); any other session refuses them, and Chromium runs with
+/// `--no-sandbox` (the session is then its only sandbox, drums(7) SECURITY).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChromiumSandbox {
+    On,
+    Off,
+}
+
+impl ChromiumSandbox {
+    pub fn of(session: &Session) -> ChromiumSandbox {
+        if session.id_range.is_some() {
+            ChromiumSandbox::On
+        } else {
+            ChromiumSandbox::Off
+        }
+    }
+}
+
 /// Chromium's command line. Each flag is explained in drums-desktop(1).
-pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "chromium",
-        "--no-sandbox",
+pub fn chromium_args(o: &DesktopOptions, sandbox: ChromiumSandbox) -> Vec<String> {
+    let mut a: Vec<String> = vec!["chromium".to_string()];
+    if sandbox == ChromiumSandbox::Off {
+        a.push("--no-sandbox".to_string());
+    }
+    a.extend([
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
@@ -57,7 +79,8 @@ pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
         "--no-default-browser-check",
         "--password-store=basic",
         "--disable-gpu",
-        // Hides the "unsupported command-line flag: --no-sandbox" bar that would cover the page.
+        // Hides the bars that would cover the page ("unsupported command-line flag: --no-sandbox", and
+        // the automation warning).
         "--test-type",
         "--remote-debugging-address=127.0.0.1",
         // Only the page's renderer may exist at checkpoint time: a spare renderer would carry a cloned V8
@@ -86,8 +109,7 @@ pub fn chromium_args(o: &DesktopOptions) -> Vec<String> {
         "--force-renderer-accessibility",
     ]
     .iter()
-    .map(|s| s.to_string())
-    .collect();
+    .map(|s| s.to_string()));
     a.push(format!("--user-data-dir={CHROMIUM_PROFILE}"));
     a.push(format!("--remote-debugging-port={DEVTOOLS_PORT}"));
     a.push(format!("--window-size={},{}", o.width, o.height));
@@ -280,7 +302,13 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let chromium = if o.chromium {
         prepare_chromium_profile(init, ids)?;
         let shim = crate::runtime::inside("libdrums_pkey_shim.so");
-        Some(run("chromium", chromium_args(o), vec![("LD_PRELOAD".into(), shim.display().to_string())], ids)?)
+        let mut args = chromium_args(o, ChromiumSandbox::of(session));
+        // The session's upstream proxy (crate::net::egress::Proxy): its other Chromiums read it from
+        // /etc/chromium.d, which this command line does not go through.
+        if let Some(p) = session.egress.as_ref().and_then(|e| e.proxy.as_ref()) {
+            args.push(format!("--proxy-server={p}"));
+        }
+        Some(run("chromium", args, vec![("LD_PRELOAD".into(), shim.display().to_string())], ids)?)
     } else {
         None
     };

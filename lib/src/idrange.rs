@@ -74,6 +74,30 @@ fn process_ids() -> Vec<u64> {
     out
 }
 
+/// Host processes running with an id of the band, by the base of the slot that id falls in: what the
+/// sweep's report shows of ranges in use, ledgered or not.
+pub fn band_users() -> std::collections::BTreeMap<u32, Vec<i32>> {
+    let (first, slots) = band().unwrap_or((DEFAULT_FIRST, DEFAULT_SLOTS));
+    let end = first + slots * COUNT as u64;
+    let mut out: std::collections::BTreeMap<u32, Vec<i32>> = Default::default();
+    for pid in crate::proc::pids() {
+        let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue };
+        let mut bases: Vec<u32> = st
+            .lines()
+            .filter(|l| l.starts_with("Uid:") || l.starts_with("Gid:"))
+            .flat_map(|l| l.split_whitespace().skip(1).filter_map(|x| x.parse::<u64>().ok()).collect::<Vec<_>>())
+            .filter(|&id| id >= first && id < end)
+            .map(|id| (first + (id - first) / COUNT as u64 * COUNT as u64) as u32)
+            .collect();
+        bases.sort_unstable();
+        bases.dedup();
+        for b in bases {
+            out.entry(b).or_default().push(pid);
+        }
+    }
+    out
+}
+
 /// The ranges held by live sessions' ledgers (created, not released).
 pub fn held() -> Vec<(String, IdRange)> {
     let mut out = vec![];

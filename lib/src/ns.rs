@@ -48,7 +48,10 @@ pub const USERNS_LIMITS: &[(&str, u32)] = &[
     ("max_fanotify_marks", 8192),
     ("max_user_namespaces", 32),
     ("max_mnt_namespaces", 32),
-    ("max_pid_namespaces", 32),
+    // Chromium's sandbox forks each renderer and utility process into a PID namespace of its own (one
+    // per site of every open tab): 32 would crash the 31st renderer. Each is also a task, which the
+    // session's pids limit bounds.
+    ("max_pid_namespaces", 1024),
     ("max_net_namespaces", 32),
     ("max_ipc_namespaces", 32),
     ("max_uts_namespaces", 32),
@@ -311,7 +314,7 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd, userns: Userns) -> std::result
     // The boundary, last: every process of the session descends from this one and inherits it
     // (crate::boundary). The filter first, while the init still has CAP_SYS_ADMIN to install it without
     // no-new-privileges.
-    crate::boundary::Seccomp::session().install().map_err(|x| format!("install the seccomp filter: {}", std::io::Error::from_raw_os_error(x)))?;
+    crate::boundary::Seccomp::for_session(cfg.id_range.is_some()).install().map_err(|x| format!("install the seccomp filter: {}", std::io::Error::from_raw_os_error(x)))?;
     crate::boundary::drop_capabilities(crate::boundary::last_cap()).map_err(|x| format!("drop capabilities: {}", std::io::Error::from_raw_os_error(x)))?;
     // Every other descriptor closes at exec; the status pipe's closing tells the creator that all went well.
     unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };

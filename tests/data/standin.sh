@@ -9,7 +9,9 @@
 # put on a link here): the link 198.51.100.0/30 (host .1, stand-in .2); web 198.51.100.10 (and
 # .11, .12 for other names; a UDP sink on .10 port 9999), DNS 198.51.100.53; and, so that a filter that fails shows as a connection
 # to the stand-in, never as a packet leaving the machine, the stand-in also answers on 10.0.0.10 and
-# 169.254.169.254.
+# 169.254.169.254. On 10.0.0.10 port 3128 it runs an upstream HTTP proxy (tests/data/standin-proxy.py,
+# requests logged in DIR/proxy.log): a proxy box on the LAN, which resolves names with the stand-in's
+# DNS server (/etc/netns/NS/resolv.conf, which `ip netns exec` puts in place of /etc/resolv.conf).
 set -euo pipefail
 cmd=$1 ns=$2 hif=$3
 case "$cmd" in
@@ -39,6 +41,10 @@ up)
     --address=/host.example.org/198.51.100.1 \
     --host-record=short.example.org,198.51.100.11,2 --host-record=long.example.org,198.51.100.12,75 \
     --local=/#/
+  mkdir -p "/etc/netns/$ns"
+  echo "nameserver 198.51.100.53" > "/etc/netns/$ns/resolv.conf"
+  : > "$dir/proxy.log"
+  ip netns exec "$ns" python3 "$(dirname "$0")/standin-proxy.py" 10.0.0.10 3128 "$dir/proxy.log" > "$dir/proxy.err" 2>&1 &
   ip netns exec "$ns" python3 -m http.server 80 --bind 0.0.0.0 --directory "$dir/www" > "$dir/web.log" 2>&1 &
   echo $! > "$dir/web.pid"
   # A UDP sink on the web address, port 9999: every datagram that arrives, as "SOURCE PAYLOAD" in udp.log
@@ -55,15 +61,16 @@ with open(sys.argv[1], "a") as f:
         f.flush()
 ' "$dir/udp.log" > /dev/null 2>&1 &
   for _ in $(seq 50); do
-    ip netns exec "$ns" bash -c 'exec 3<>/dev/tcp/198.51.100.10/80' 2>/dev/null && exit 0
+    ip netns exec "$ns" bash -c 'exec 3<>/dev/tcp/198.51.100.10/80 && exec 4<>/dev/tcp/10.0.0.10/3128' 2>/dev/null && exit 0
     sleep 0.1
   done
-  echo "the stand-in web server did not start" >&2
+  echo "the stand-in web server or proxy did not start: $(cat "$dir/proxy.err" 2>/dev/null)" >&2
   exit 1
   ;;
 down)
   for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
   ip link del "$hif" 2>/dev/null || true
   ip netns del "$ns" 2>/dev/null || true
+  rm -rf "/etc/netns/$ns"
   ;;
 esac

@@ -43,6 +43,31 @@ pub struct Inventory {
     pub images: Vec<PathBuf>,
     /// Warm pools' spools.
     pub pools: Vec<PoolEntry>,
+    /// Host id ranges that sessions' ledgers hold (`id_range` lines not released), with the processes
+    /// running with one of their ids.
+    pub id_ranges: Vec<IdRangeEntry>,
+    /// Slots of the id band ($DRUMS_ID_BAND) that processes run with and no ledger holds: the ids of a
+    /// session whose ledger is gone (the allocator skips them until those processes end).
+    pub unledgered_ids: Vec<UnledgeredIds>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct IdRangeEntry {
+    /// The id of the session whose ledger holds it (its owner line's, else its directory's name).
+    pub session: String,
+    pub base: u32,
+    pub count: u32,
+    /// Host PIDs of the processes running with an id of the range.
+    pub pids: Vec<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UnledgeredIds {
+    /// The slot: its first host id and its size.
+    pub base: u32,
+    pub count: u32,
+    /// Host PIDs of the processes running with an id of it.
+    pub pids: Vec<i32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -219,6 +244,16 @@ pub fn take() -> Inventory {
             Some(PoolEntry { parked: spool.parked().len(), checkpoint: spool.checkpoint, spool: spool.dir })
         })
         .collect();
+    let mut users = crate::idrange::band_users();
+    let id_ranges: Vec<IdRangeEntry> = crate::idrange::held()
+        .into_iter()
+        .map(|(session, r)| {
+            let pids: Vec<i32> = users.iter().filter(|(b, _)| r.overlaps(**b as u64, crate::idrange::COUNT as u64)).flat_map(|(_, p)| p.clone()).collect();
+            users.retain(|b, _| !r.overlaps(*b as u64, crate::idrange::COUNT as u64));
+            IdRangeEntry { session, base: r.base, count: r.count, pids }
+        })
+        .collect();
+    let unledgered_ids = users.into_iter().map(|(base, pids)| UnledgeredIds { base, count: crate::idrange::COUNT, pids }).collect();
     Inventory {
         drums: crate::record::VERSION,
         kind: InventoryType::Tag,
@@ -237,5 +272,7 @@ pub fn take() -> Inventory {
         mapped,
         images: sorted_dirs(&crate::image::images_root()),
         pools,
+        id_ranges,
+        unledgered_ids,
     }
 }

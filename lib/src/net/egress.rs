@@ -122,7 +122,65 @@ pub struct Options {
     pub dns: Vec<Ipv4Addr>,
     /// The bandwidth cap each way, bytes a second (`--net-rate`); None: no cap.
     pub rate: Option<u64>,
+    /// The upstream HTTP proxy the session's browser and environment use (`--proxy`); None: none.
+    pub proxy: Option<Proxy>,
 }
+
+/// An upstream HTTP proxy an operator names for sessions (`--proxy http://IPV4:PORT`): the session's
+/// table lets its TCP connections to that address and port through (even into an always-denied range: a
+/// proxy box on the LAN), and the session's Chromium and environment are pointed at it
+/// (`write_proxy_files`). What the proxy then fetches is the proxy's decision, not the policy's: an
+/// allow list limits only the session's direct connections.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Proxy {
+    pub addr: Ipv4Addr,
+    pub port: u16,
+}
+
+impl Proxy {
+    /// `http://IPV4:PORT` (a trailing `/` taken) or `IPV4:PORT`; `none`: no proxy. An address, not a name:
+    /// the table admits an address, and a name would be resolved where the session cannot see it.
+    pub fn parse(s: &str) -> Result<Option<Proxy>> {
+        let t = s.trim();
+        if t == "none" {
+            return Ok(None);
+        }
+        let bad = |why: &str| Error::bad_input(format!("--proxy `{s}`: {why}"));
+        let hp = t.strip_prefix("http://").unwrap_or(t).trim_end_matches('/');
+        if hp.contains("://") {
+            return Err(bad("only an http:// proxy is taken (it tunnels https with CONNECT)"));
+        }
+        let sa: std::net::SocketAddrV4 = hp.parse().map_err(|_| bad("expected http://IPV4:PORT (an IPv4 address, not a name) or none"))?;
+        let a = *sa.ip();
+        let o = a.octets();
+        // Reached through the uplink, like everything a session opens: never the host's loopback, this
+        // host's sessions, "this network", multicast or broadcast.
+        if o[0] == 0 || o[0] == 127 || o[0] >= 224 || (o[0], o[1]) == (super::POOL_BASE[0], super::POOL_BASE[1]) || sa.port() == 0 {
+            return Err(bad("not an address and port sessions can reach a proxy at (loopback, sessions' 10.77.0.0/16, 0.0.0.0/8, multicast and reserved ranges, port 0 are not)"));
+        }
+        Ok(Some(Proxy { addr: a, port: sa.port() }))
+    }
+    /// `http://IPV4:PORT`, as the record, Chromium's --proxy-server and http_proxy take it.
+    pub fn url(&self) -> String {
+        format!("http://{}:{}", self.addr, self.port)
+    }
+    /// The environment a session's processes get: both spellings, since programs read one or the other;
+    /// the session's own loopback is never proxied.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let u = self.url();
+        let mut v = vec![];
+        for k in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
+            v.push((k.to_string(), u.clone()));
+        }
+        for k in ["no_proxy", "NO_PROXY"] {
+            v.push((k.to_string(), NO_PROXY.to_string()));
+        }
+        v
+    }
+}
+
+/// What a session's processes reach without the proxy: their own loopback.
+pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
 
 /// The smallest cap `--net-rate` takes: 1 KiB/s.
 pub const MIN_RATE: u64 = 1024;
@@ -150,8 +208,9 @@ pub fn parse_rate(s: &str) -> Result<Option<u64>> {
 
 impl Options {
     /// From the command line's values, each unset one from DRUMS_NET, DRUMS_UPLINK, DRUMS_NET_EXCEPT
-    /// (comma-separated), DRUMS_NET_DNS (comma-separated) and DRUMS_NET_RATE.
-    pub fn from_args(net: Option<&str>, uplink: Option<&str>, except: &[String], dns: &[String], rate: Option<&str>) -> Result<Options> {
+    /// (comma-separated), DRUMS_NET_DNS (comma-separated), DRUMS_NET_RATE and DRUMS_NET_PROXY. A proxy
+    /// under policy none is refused: nothing could reach it.
+    pub fn from_args(net: Option<&str>, uplink: Option<&str>, except: &[String], dns: &[String], rate: Option<&str>, proxy: Option<&str>) -> Result<Options> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let list = |given: &[String], k: &str| -> Vec<String> {
             if given.is_empty() {
@@ -174,7 +233,14 @@ impl Options {
             Some(r) => parse_rate(&r)?,
             None => None,
         };
-        Ok(Options { policy, uplink, except, dns, rate })
+        let proxy = match proxy.map(str::to_string).or_else(|| env("DRUMS_NET_PROXY")) {
+            Some(p) => Proxy::parse(&p)?,
+            None => None,
+        };
+        if let (Some(p), true) = (&proxy, policy.is_none()) {
+            return Err(Error::bad_input(format!("--proxy {}: under network policy none nothing leaves the session, the proxy included (--net internet or --net allow:...)", p.url())));
+        }
+        Ok(Options { policy, uplink, except, dns, rate, proxy })
     }
 }
 
@@ -189,7 +255,7 @@ fn host_nameservers() -> Vec<Ipv4Addr> {
 }
 
 /// The session's table, as `nft -f` takes it.
-pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rate: Option<u64>) -> String {
+pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rate: Option<u64>, proxy: Option<&Proxy>) -> String {
     let (host, sess) = super::slot_addrs(slot);
     let hif = super::host_if_name(slot);
     let t = table_name(slot);
@@ -200,6 +266,15 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rat
     let verdict = match policy {
         Policy::Internet => format!("    ct state new counter name conns_out\n    meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n"),
         _ => format!("    ip daddr @allowed ct state new counter name conns_out\n    ip daddr @allowed meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n    ip daddr @resolved ct state new counter name conns_out\n    ip daddr @resolved meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n"),
+    };
+    // The operator's proxy, that address and TCP port only, ahead of the always-denied ranges.
+    let to_proxy = match proxy {
+        Some(p) => format!(
+            "    ip daddr {a} tcp dport {port} ct state new counter name conns_out\n    ip daddr {a} tcp dport {port} meta mark set {PERMIT_MARK:#x} counter name bytes_out accept\n",
+            a = p.addr,
+            port = p.port
+        ),
+        None => String::new(),
     };
     let group = super::audit::nflog_group(slot);
     // An allow list's resolver answers go to the auditor too, which keeps their addresses in `resolved`
@@ -254,7 +329,7 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rat
     meta nfproto != ipv4 goto refuse
     ip daddr @except ct state new counter name conns_out
     ip daddr @except meta mark set {PERMIT_MARK:#x} counter name bytes_out accept
-    ip daddr @denied goto refuse
+{to_proxy}    ip daddr @denied goto refuse
     fib daddr type != unicast goto refuse
 {verdict}    goto refuse
   }}
@@ -364,6 +439,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
         }
         session_route(netns, None)?;
         write_resolv_conf(&merged, s.id_range.as_ref())?;
+        write_proxy_files(&merged, s.id_range.as_ref(), None)?;
         s.egress = None;
         return Ok(());
     }
@@ -381,7 +457,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     set_forwarding(&uplink.ifname)?;
     set_forwarding(&net.host_if)?;
     let t = table_name(slot);
-    nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n{}", table_text(slot, &o.policy, &uplink.ifname, &o.except, o.rate)))?;
+    nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n{}", table_text(slot, &o.policy, &uplink.ifname, &o.except, o.rate, o.proxy.as_ref())))?;
     let (rt, pref) = (route_table(slot), rule_pref(slot));
     let via = uplink.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
     let hif = &net.host_if;
@@ -402,12 +478,14 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     super::audit::start(&s.state_dir, &s.id, slot)?;
     session_route(netns, Some(host))?;
     write_resolv_conf(&merged, s.id_range.as_ref())?;
+    write_proxy_files(&merged, s.id_range.as_ref(), o.proxy.as_ref())?;
     s.egress = Some(Section {
         policy: o.policy.clone(),
         uplink: uplink.ifname.clone(),
         gateway: uplink.gateway.map(|g| g.to_string()),
         except: o.except.iter().map(Cidr::to_string).collect(),
         rate_bytes_s: o.rate,
+        proxy: o.proxy.map(|p| p.url()),
         nft_table: format!("inet {t}"),
         route_table: rt,
         rule_pref: pref,
@@ -535,6 +613,41 @@ fn write_resolv_conf(merged: &Path, id_range: Option<&crate::record::IdRange>) -
     let root = crate::inroot::Root::open(merged, crate::inroot::Links::InRoot)?.ids_of(id_range);
     let text = format!("# Drums: the session's resolver (drums(7), \"Network boundary\"); none under policy none\nnameserver {RESOLVER_ADDR}\noptions timeout:2 attempts:2\n");
     crate::inroot::replace_file(&root, Path::new("etc/resolv.conf"), text.as_bytes(), 0o644, 0, 0)
+}
+
+/// Where a session's programs find the proxy (drums(7), "Network boundary"), in its own upper layer:
+/// PROXY_CHROMIUM, which Debian's chromium wrapper and the images' google-chrome source at every start
+/// (`--proxy-server`), and PROXY_PROFILE, `export NAME=VALUE` lines read by login shells and by the
+/// session's guest for every command it runs. Without a proxy both say nothing (a comment) when they
+/// exist, so a session whose proxy is taken away (drums-net set), or a sibling of a checkpoint that had
+/// one, does not keep it. Processes already running keep what they
+/// started with: a restored sibling's desktop Chromium was started by its checkpoint's session.
+pub const PROXY_CHROMIUM: &str = "etc/chromium.d/drums-proxy";
+pub const PROXY_PROFILE: &str = "etc/profile.d/drums-proxy.sh";
+
+fn write_proxy_files(merged: &Path, id_range: Option<&crate::record::IdRange>, proxy: Option<&Proxy>) -> Result<()> {
+    // Without a proxy, only a session that has the files (an earlier policy's, its checkpoint's) needs
+    // them emptied: the common path (no proxy ever) writes nothing. A stat from the host is enough to
+    // tell; the writing goes through the session's root.
+    if proxy.is_none() && [PROXY_CHROMIUM, PROXY_PROFILE].iter().all(|p| merged.join(p).symlink_metadata().is_err()) {
+        return Ok(());
+    }
+    let root = crate::inroot::Root::open(merged, crate::inroot::Links::InRoot)?.ids_of(id_range);
+    let head = "# Drums: the session's upstream proxy (drums(7), \"Network boundary\"); none: nothing below\n";
+    let (chromium, profile) = match proxy {
+        Some(p) => (
+            format!("{head}export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --proxy-server={}\"\n", p.url()),
+            format!("{head}{}", p.env().iter().map(|(k, v)| format!("export {k}={v}\n")).collect::<String>()),
+        ),
+        None => (head.to_string(), head.to_string()),
+    };
+    for (path, text) in [(PROXY_CHROMIUM, chromium), (PROXY_PROFILE, profile)] {
+        let path = Path::new(path);
+        // An image without Chromium has no /etc/chromium.d: made, so that a Chromium installed later finds it.
+        crate::inroot::mkdir_all(&root, path.parent().unwrap(), 0o755, 0, 0)?;
+        crate::inroot::replace_file(&root, path, text.as_bytes(), 0o644, 0, 0)?;
+    }
+    Ok(())
 }
 
 /// Undo a session's egress state: kill its resolver, delete its table, rules and routes. Idempotent.
@@ -715,12 +828,12 @@ mod tests {
         assert!(a.contains("--nftset=/example.org/4#inet#drums_net_3#resolved"), "{a}");
         assert!(a.contains("--nftset=/cdn.example.net/4#inet#drums_net_3#resolved"), "{a}");
         assert!(a.contains("--max-ttl=3600"), "{a}");
-        let t = table_text(3, &p, "up0", &[], None);
+        let t = table_text(3, &p, "up0", &[], None, None);
         assert!(t.contains("iifname \"drums3\" jump egress"), "{t}");
         assert!(t.contains("th sport 53 log group 40003") && t.contains("timeout 60s"), "{t}");
-        assert!(!table_text(3, &Policy::Internet, "up0", &[], None).contains("log group 4"));
+        assert!(!table_text(3, &Policy::Internet, "up0", &[], None, None).contains("log group 4"));
         assert!(!t.contains("limit rate over"), "{t}");
-        let t = table_text(3, &Policy::Internet, "up0", &[], Some(8 << 20));
+        let t = table_text(3, &Policy::Internet, "up0", &[], Some(8 << 20), None);
         assert!(t.contains("iifname \"drums3\" limit rate over 8388608 bytes/second burst 2097152 bytes counter name rate_dropped drop"), "{t}");
         assert!(t.contains("oifname \"drums3\" limit rate over 8388608 bytes/second burst 2097152 bytes"), "{t}");
         assert_eq!(parse_rate("8M").unwrap(), Some(8 << 20));
@@ -730,5 +843,20 @@ mod tests {
         for bad in ["", "8X", "-1", "100", "99999999999G", "M"] {
             assert!(parse_rate(bad).is_err(), "{bad}");
         }
+    }
+    #[test]
+    fn a_proxy_is_an_address_and_port_the_table_admits() {
+        let p = Proxy::parse("http://10.0.0.10:3128/").unwrap().unwrap();
+        assert_eq!(p.url(), "http://10.0.0.10:3128");
+        assert_eq!(Proxy::parse("198.51.100.20:8080").unwrap().unwrap().url(), "http://198.51.100.20:8080");
+        assert_eq!(Proxy::parse("none").unwrap(), None);
+        for bad in ["", "proxy.example.org:3128", "https://10.0.0.10:3128", "socks5://10.0.0.10:1080", "10.0.0.10", "127.0.0.1:3128", "10.77.0.1:3128", "224.0.0.1:80", "10.0.0.10:0", "10.0.0.10:99999"] {
+            assert!(Proxy::parse(bad).is_err(), "{bad}");
+        }
+        let t = table_text(3, &Policy::parse("allow:example.org").unwrap(), "up0", &[], None, Some(&p));
+        let (proxy_at, denied_at) = (t.find("ip daddr 10.0.0.10 tcp dport 3128 meta mark set").expect(&t), t.find("ip daddr @denied goto refuse").unwrap());
+        assert!(proxy_at < denied_at, "{t}");
+        assert!(Options::from_args(None, None, &[], &[], None, Some("http://10.0.0.10:3128")).is_err_and(|e| e.to_string().contains("policy none")));
+        assert_eq!(Options::from_args(Some("internet"), None, &[], &[], None, Some("10.0.0.10:3128")).unwrap().proxy, Some(p));
     }
 }

@@ -259,6 +259,10 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
     // Everything the child needs is prepared before fork: no allocation after it.
     let cargs: Vec<CString> = argv.iter().map(|a| CString::new(a.as_str())).collect::<std::result::Result<_, _>>().map_err(|_| Error::bad_input("argument with NUL"))?;
     let mut env: Vec<(String, String)> = vec![("PATH".into(), DEFAULT_PATH.into()), ("HOME".into(), "/root".into()), ("TERM".into(), "xterm".into())];
+    // The session's upstream proxy (drums(7), "Network boundary"), unless the caller sets its own.
+    if let Some(p) = session.egress.as_ref().and_then(|e| e.proxy.as_deref()).and_then(|u| crate::net::egress::Proxy::parse(u).ok().flatten()) {
+        env.extend(p.env());
+    }
     for (k, v) in &opts.env {
         env.retain(|(ek, _)| ek != k);
         env.push((k.clone(), v.clone()));
@@ -277,7 +281,7 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
         Streams::Terminal { winsize, .. } => Some(*winsize),
         _ => None,
     };
-    let seccomp = crate::boundary::Seccomp::session();
+    let seccomp = crate::boundary::Seccomp::for_session(own_userns);
     let last_cap = crate::boundary::last_cap();
 
     match unsafe { libc::fork() } {

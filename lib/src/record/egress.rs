@@ -174,6 +174,9 @@ pub struct Section {
     /// The bandwidth cap each way, bytes a second (`--net-rate`); null: none (and in older records).
     #[serde(default)]
     pub rate_bytes_s: Option<u64>,
+    /// The upstream HTTP proxy (`--proxy`), `http://IPV4:PORT`; null: none (and in older records).
+    #[serde(default)]
+    pub proxy: Option<String>,
     /// The nftables table that enforces the policy (`inet drums_net_<slot>`).
     pub nft_table: String,
     /// The policy routing table and rule preference of the session's packets.

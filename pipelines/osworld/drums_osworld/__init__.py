@@ -1,7 +1,7 @@
 """OSWorld's harness on Drums sessions: `register()`, then an unchanged
 `DesktopEnv(provider_name="drums", path_to_vm=CHECKPOINT, ...)`.
 
-Nothing on disk is patched. `register()` does three things in this process, and only these
+Nothing on disk is patched. `register()` does four things in this process, and only these
 (docs/osworld.md, "How register() hooks in"):
 
 1. Modules that desktop_env imports at load time and Drums does not install (ABSENT, with the reason)
@@ -15,6 +15,11 @@ Nothing on disk is patched. `register()` does three things in this process, and 
    constant for the clean-start set gets "drums" added (a session taken from a checkpoint starts clean, as
    OSWorld's docker and cloud providers do: the first reset runs no revert). The function is otherwise
    the same code; register() refuses a desktop-env whose __init__ has no such constant.
+4. DesktopEnv.reset is wrapped: with the Drums provider, a task's `"proxy"` goes to
+   DrumsProvider.want_proxy before the original reset runs, so the sessions the task runs on get the
+   operator's upstream proxy ($DRUMS_OSWORLD_PROXY), and a task asking for one when none is named fails
+   before it starts. OSWorld's own proxy setup (enable_proxy, which installs tinyproxy in the VM with
+   apt-get) is not used.
 """
 import importlib.abc
 import importlib.machinery
@@ -93,6 +98,23 @@ def register():
         providers.create_vm_manager_and_provider = create_vm_manager_and_provider
     de.create_vm_manager_and_provider = providers.create_vm_manager_and_provider
     _admit_clean_start(de.DesktopEnv)
+    _map_task_proxy(de.DesktopEnv, DrumsProvider)
+
+
+def _map_task_proxy(env_class, provider_class):
+    original = env_class.reset
+    if getattr(original, "drums", False):
+        return
+
+    def reset(self, task_config=None, *args, **kwargs):
+        if isinstance(getattr(self, "provider", None), provider_class):
+            self.provider.want_proxy(bool((task_config or {}).get("proxy", False)))
+        return original(self, task_config, *args, **kwargs)
+
+    reset.drums = True
+    reset.__wrapped__ = original
+    reset.__doc__ = original.__doc__
+    env_class.reset = reset
 
 
 def __getattr__(name):

@@ -29,6 +29,9 @@ DEFAULT_CHECKPOINT_RECORD = Path(os.environ.get("DRUMS_OSWORLD_DIR", "/var/lib/d
 # `off`, no server runs (a session nobody watches pays nothing) and the port answers nothing.
 CHROMIUM_PORT, VNC_PORT, VLC_PORT = 9222, 5900, 8080
 VNC_MODE = os.environ.get("DRUMS_OSWORLD_VNC", "off")
+# The operator's upstream proxy for the tasks that set `"proxy": true` (docs/osworld.md, "Tasks that ask for
+# a proxy"): http://IPV4:PORT, as drums-net set --proxy takes it; unset, such a task fails before it starts.
+PROXY_ENV = "DRUMS_OSWORLD_PROXY"
 TAKE_TIMEOUT = 300
 # How long closing the readiness page may take: Chromium is asked to quit (SIGTERM), killed after
 # CLOSE_KILL_AFTER seconds, and the close fails when its window is still on the screen after CLOSE_TIMEOUT.
@@ -114,6 +117,8 @@ class DrumsProvider(Provider):
         self.snapshots = {}  # save_state's name -> Checkpoint
         # One entry per session taken: {"session", "checkpoint", "source": "pool"|"restore", "seconds"}.
         self.takes = []
+        # Whether the current task asked for a proxy (its "proxy"; drums_osworld.register's reset hook sets it).
+        self.proxy_wanted = False
         atexit.register(self._destroy)
 
     # -- the interface ---------------------------------------------------------------------------------
@@ -158,6 +163,40 @@ class DrumsProvider(Provider):
     def stop_emulator(self, path_to_vm=None, *args, **kwargs):
         self._destroy()
 
+    # -- the task's proxy ------------------------------------------------------------------------------
+
+    def want_proxy(self, wanted):
+        """The next task's `"proxy"` (called by DesktopEnv.reset, through register(), before anything of
+        the task runs): the sessions it runs on get the operator's proxy ($DRUMS_OSWORLD_PROXY) or none.
+        A task that asks for one when the operator named none fails here, before it starts."""
+        if wanted and not os.environ.get(PROXY_ENV):
+            raise DrumsError(f'the task asks for a proxy ("proxy": true) and the operator named none: set {PROXY_ENV}='
+                             'http://IPV4:PORT, an upstream HTTP proxy sessions reach through their network policy '
+                             '(drums(7), "Network boundary"; docs/osworld.md)')
+        self.proxy_wanted = bool(wanted)
+        if self.session is not None:
+            self._apply_proxy()
+
+    def _apply_proxy(self):
+        """Give the held session the proxy the task wants, or take it away (drums-net set, the session's
+        own policy kept); nothing when it already has what is wanted."""
+        rec = json.loads(self.session)
+        egress = rec.get("egress") or {}
+        want = _proxy_url(os.environ[PROXY_ENV]) if self.proxy_wanted else None
+        if egress.get("proxy") == want:
+            return
+        if not egress:
+            raise DrumsError(f"session {rec['id']} runs under network policy none, so it cannot reach the proxy "
+                             f"{want}: give the harness DRUMS_NET=internet or allow:... (drums(7), \"Network boundary\")")
+        uplink = egress["uplink"] + (f":{egress['gateway']}" if egress.get("gateway") else "")
+        args = ["drums-net", "set", "--session", rec["id"], "--net", egress["policy"], "--uplink", uplink,
+                "--proxy", want or "none", "--net-rate", str(egress["rate_bytes_s"]) if egress.get("rate_bytes_s") else "none"]
+        for c in egress.get("except", []):
+            args += ["--net-except", c]
+        for d in egress["resolver"]["upstream"]:
+            args += ["--dns", d]
+        self.session, _ = _one_record(_run(args), "session")
+
     # -- sessions --------------------------------------------------------------------------------------
 
     def _take(self, ckpt):
@@ -193,6 +232,11 @@ class DrumsProvider(Provider):
             subprocess.run(["drums-sweep"], input=out, capture_output=True, text=True, env=_env())
             raise
         self.session = line
+        try:
+            self._apply_proxy()
+        except Exception:
+            self._destroy()
+            raise
         self.takes.append({"session": rec["id"], "checkpoint": ckpt.id, "source": source, "seconds": round(time.monotonic() - t0, 4)})
 
     def _close_ready_page(self, rec):
@@ -221,6 +265,12 @@ class DrumsProvider(Provider):
         if self.session is not None:
             rec, self.session = self.session, None
             _run(["drums-sweep"], rec + "\n")
+
+
+def _proxy_url(p):
+    """`http://IPV4:PORT` as the session record writes it, from what the operator wrote."""
+    p = p.strip().rstrip("/")
+    return p if p.startswith("http://") else f"http://{p}"
 
 
 class DrumsVMManager(VMManager):

@@ -128,7 +128,24 @@ fn child_env(acct: &Account, display: &str) -> Vec<(String, String)> {
     if acct.is_other() && std::env::var_os("GSETTINGS_BACKEND").is_none() {
         env.push(("GSETTINGS_BACKEND".into(), "keyfile".into()));
     }
+    env.extend(proxy_env(&std::fs::read_to_string(PROXY_PROFILE).unwrap_or_default()));
     env
+}
+
+/// The session's upstream proxy, written by the host when a policy names one (drums(7), "Network
+/// boundary"): read again for every command, since a live session's proxy can change (drums-net set) and
+/// a restored sibling's differs from its checkpoint's.
+const PROXY_PROFILE: &str = "/etc/profile.d/drums-proxy.sh";
+
+/// The `export NAME=VALUE` lines of PROXY_PROFILE whose NAME is a proxy variable; anything else in the file
+/// (which the session may have changed) is ignored.
+fn proxy_env(text: &str) -> Vec<(String, String)> {
+    const NAMES: [&str; 6] = ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY"];
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("export ")?.split_once('='))
+        .filter(|(k, v)| NAMES.contains(k) && !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic() && b != b'\'' && b != b'"'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -321,6 +338,16 @@ mod tests {
             assert!(env.contains(&("GSETTINGS_BACKEND".into(), "keyfile".into())), "{env:?}");
         }
         assert!(env.contains(&("DISPLAY".into(), ":5".into())));
+    }
+
+    #[test]
+    fn the_proxy_profile_gives_only_proxy_variables() {
+        let text = "# Drums\nexport http_proxy=http://10.0.0.10:3128\nexport no_proxy=localhost,127.0.0.1,::1\nexport LD_PRELOAD=/x.so\nexport https_proxy='http://a b'\nhttps_proxy=http://x:1\n";
+        assert_eq!(
+            super::proxy_env(text),
+            vec![("http_proxy".to_string(), "http://10.0.0.10:3128".to_string()), ("no_proxy".to_string(), "localhost,127.0.0.1,::1".to_string())]
+        );
+        assert!(super::proxy_env("# Drums: none\n").is_empty());
     }
 
     #[test]
