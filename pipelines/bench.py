@@ -4,10 +4,13 @@
 Time to agent-ready per start, measured as the wall time of the whole command chain, from the first tool
 started to drums-ready's exit with the session ready:
   cold             pipelines/cold.sh (drums-overlay, drums-ns, drums-desktop, drums-ready)
-  restore          drums-restore | drums-reseed | drums-ready      (the usable restore: clone hygiene on)
+  restore          drums-restore --ready (restore, reseed, ready check in one call, as pipelines/restore.sh
+                   runs it: the usable restore, clone hygiene on)
   restore_raw      drums-restore | drums-ready                      (NOT usable: siblings are clones)
   cold_nocg, restore_nocg   cold and restore without cgroups (DRUMS_CGROUP_ARGS=none, drums-restore
                    --no-cgroup): the other arms run under the default limits; these two price them
+  restore_chain    drums-restore | drums-reseed | drums-ready (the same steps as three tools, as before the
+                   one call)
 Starts are interleaved (cold, restore, restore_raw, cold, ...) so that machine noise hits every arm alike;
 each session is destroyed (untimed) before the next start. The ratio cold p50 / restore p50 comes with a
 bootstrap 95% interval (resampling both arms, 2000 draws).
@@ -39,10 +42,12 @@ def start(arm, ckpt):
     t0 = time.monotonic()
     if arm in ("cold", "cold_nocg"):
         out = sh([os.path.join(HERE, "pipelines/cold.sh")], env=NO_CGROUP_ENV if arm == "cold_nocg" else None)
+    elif arm in ("restore", "restore_nocg"):
+        out = sh(["drums-restore", "--ready"] + (["--no-cgroup"] if arm == "restore_nocg" else []), stdin=ckpt)
     else:
-        restored = sh(["drums-restore"] + (["--no-cgroup"] if arm == "restore_nocg" else []), stdin=ckpt)
+        restored = sh(["drums-restore"], stdin=ckpt)
         try:
-            mid = sh(["drums-reseed"], stdin=restored) if arm in ("restore", "restore_nocg") else restored
+            mid = sh(["drums-reseed"], stdin=restored) if arm == "restore_chain" else restored
             out = sh(["drums-ready"], stdin=mid)
         except Exception:
             destroy(restored)

@@ -88,18 +88,15 @@ def summary(xs, digits=3):
     return {"p50_s": round(pct(xs, 0.5), digits), "p95_s": round(pct(xs, 0.95), digits), "min_s": round(min(xs), digits), "max_s": round(max(xs), digits), "n": len(xs)}
 
 
-def restore_ready(ckpt, env=None):
-    """One usable restore: drums-restore | drums-reseed | drums-ready; the ready record's text. A sibling
-    that fails a later stage is destroyed before the error is raised."""
-    restored = sh(["drums-restore"], stdin=ckpt, env=env)
-    try:
-        out = sh(["drums-ready"], stdin=sh(["drums-reseed"], stdin=restored, env=env), env=env)
-        if not json.loads(out).get("ready", {}).get("ready"):
-            raise RuntimeError(f"not ready: {out[-400:]}")
-        return out
-    except Exception:
-        destroy(restored)
-        raise
+def restore_ready(ckpt, env=None, count=1):
+    """Usable restores: `drums-restore --ready --count COUNT` (restore, reseed and ready check in the tool,
+    the siblings of one call concurrently); the ready records' text, one line each. A sibling that fails
+    a step is destroyed by the tool; the others are destroyed here before the error is raised."""
+    p = subprocess.run(["drums-restore", "--ready", "--count", str(count)], input=ckpt, capture_output=True, text=True, env=env or ENV)
+    if p.returncode != 0:
+        destroy(p.stdout)
+        raise RuntimeError(f"drums-restore --ready: exit {p.returncode}: {p.stderr.strip()[-800:]}")
+    return p.stdout
 
 
 def session_cpu_s(rec):

@@ -21,8 +21,11 @@ sessions (--cold-sessions started one by one in the same run, first, the same tw
 
 Prints one JSON object; every figure carries its unit, sample count and method. Holds the suite's session
 lock (/run/drums/test.lock) while it runs. Not part of the test suite (it fills the machine).
+With --one-call a burst is one `drums-restore --ready --count N` call instead (pipelines/restore.sh's
+path: the tool makes the N siblings concurrently), and a sibling's own time to ready is the call's.
 Usage: pipelines/density-bench.py [--counts 1,4,16] [--rounds 5] [--fill-max 100] [--batch 10]
-                                  [--headroom-mib 3072] [--sample 5] [--cold-sessions 6] [--no-fill] [--out FILE]
+                                  [--headroom-mib 3072] [--sample 5] [--cold-sessions 6] [--no-fill]
+                                  [--one-call] [--out FILE]
 Exit status: 0 measured and every check passed; 1 a check failed (a sibling not ready, a guest not
 answering, something left after the teardown); the JSON says which.
 """
@@ -40,11 +43,20 @@ def children_cpu_s():
     return r.ru_utime + r.ru_stime
 
 
-def restore_at_once(ckpt, n):
-    """n usable restores started together; (wall s, [(s to ready, record text)], [errors], tool CPU s)."""
+def restore_at_once(ckpt, n, one_call=False):
+    """n usable restores started together; (wall s, [(s to ready, record text)], [errors], tool CPU s).
+    one_call: one `drums-restore --ready --count n` (pipelines/restore.sh's path) instead of n chains; a
+    sibling's own time to ready is then the call's wall time (the records come when all are done)."""
     done, errors = [None] * n, []
     cpu0 = children_cpu_s()
     t0 = time.monotonic()
+    if one_call:
+        try:
+            out = restore_ready(ckpt, count=n)
+            wall = time.monotonic() - t0
+            return wall, [(wall, line + "\n") for line in out.splitlines() if line.strip()], [], children_cpu_s() - cpu0
+        except Exception as e:  # noqa: BLE001 - reported in the result
+            return time.monotonic() - t0, [], [str(e)[-600:]], children_cpu_s() - cpu0
 
     def one(i):
         try:
@@ -90,11 +102,11 @@ def check_all(recs, workers=8):
     return results
 
 
-def bursts(ckpt, counts, rounds):
+def bursts(ckpt, counts, rounds, one_call=False):
     per = {n: {"wall_s": [], "per_sibling_s": [], "sibling_s": [], "cpu_per_sibling_s": [], "session_cpu_known": True, "errors": []} for n in counts}
     for r in range(rounds):
         for n in counts:
-            wall, done, errors, tool_cpu = restore_at_once(ckpt, n)
+            wall, done, errors, tool_cpu = restore_at_once(ckpt, n, one_call)
             recs = [json.loads(out) for _, out in done]
             cpus = [session_cpu_s(rec) for rec in recs]
             destroy("".join(out for _, out in done))
@@ -109,7 +121,8 @@ def bursts(ckpt, counts, rounds):
                 p["session_cpu_known"] = False
             p["cpu_per_sibling_s"].append((tool_cpu + sum(c or 0 for c in cpus)) / n)
             print(f"density: round {r + 1}/{rounds} n={n}: {wall:.2f} s, {wall / n:.3f} s per sibling", file=sys.stderr)
-    out = {"method": "N chains drums-restore | drums-reseed | drums-ready started together; wall time to the last agent-ready; siblings destroyed (untimed) between bursts; counts interleaved per round",
+    how = "one drums-restore --ready --count N call (pipelines/restore.sh's path)" if one_call else "N chains drums-restore | drums-reseed | drums-ready started together"
+    out = {"method": how + "; wall time to the last agent-ready; siblings destroyed (untimed) between bursts; counts interleaved per round",
            "per_count": {}}
     for n, p in per.items():
         out["per_count"][str(n)] = {
@@ -222,6 +235,7 @@ def main():
     ap.add_argument("--settle", type=float, default=2.0)
     ap.add_argument("--cold-sessions", type=int, default=6)
     ap.add_argument("--no-fill", action="store_true")
+    ap.add_argument("--one-call", action="store_true", help="a burst is one drums-restore --ready --count N call, not N chains")
     ap.add_argument("--out")
     a = ap.parse_args()
     counts = [int(x) for x in a.counts.split(",")]
@@ -235,7 +249,7 @@ def main():
     ckpt = fresh_checkpoint()
     failed = False
     try:
-        result["bursts"] = bursts(ckpt, counts, a.rounds)
+        result["bursts"] = bursts(ckpt, counts, a.rounds, a.one_call)
         failed |= any(v["failed"] for v in result["bursts"]["per_count"].values())
         if not a.no_fill:
             time.sleep(10)  # the bursts' sessions' memory is given back lazily

@@ -143,7 +143,7 @@ const FIGURES: &[FigureSource] = &[
     (
         "cgroup_sample",
         "",
-        &[("lib/src/cgroup/v1.rs", "sample"), ("lib/src/cgroup/v2.rs", "sample"), ("lib/src/cgroup/telemetry.rs", "sample_with")],
+        &[("lib/src/cgroup/v1.rs", "sample"), ("lib/src/cgroup/v2.rs", "sample"), ("lib/src/cgroup/telemetry.rs", "sample_counted")],
     ),
 ];
 

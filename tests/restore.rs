@@ -334,3 +334,94 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
     });
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// `drums-restore --ready --count N` (pipelines/restore.sh's path, drums::sibling): the N siblings of one
+/// call are made concurrently, each restored, reseeded and agent-ready, all distinct, and the audit
+/// passes them; kill -9 of the tool at any moment leaves nothing once the sweep has run.
+#[test]
+fn count_mode_makes_ready_distinct_siblings_concurrently_and_a_kill_leaves_nothing() {
+    require_root();
+    let _lock = session_lock();
+    let before_inv = inventory();
+    let mut guard = Sessions::default();
+    let (src, _) = cold(&mut guard);
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
+    let c: Checkpoint = one(&ckpt);
+    let _ckpt_dir = RemoveOnDrop(c.dir.clone());
+
+    const N: usize = 4;
+    let t0 = std::time::Instant::now();
+    let o = run("drums-restore", &["--ready", "--count", &N.to_string()], &ckpt);
+    let wall = t0.elapsed().as_secs_f64();
+    guard.add(&text(&o.stdout));
+    assert!(o.status.success(), "drums-restore --ready --count {N}: {}", text(&o.stderr));
+    let sibs: Vec<Session> = decode_lines(&o.stdout);
+    assert_eq!(sibs.len(), N, "{}", text(&o.stdout));
+    for s in &sibs {
+        let ready = s.ready.as_ref().unwrap_or_else(|| panic!("{} has no ready section", s.id));
+        assert!(ready.ready && ready.changed_fraction.unwrap() > 0.10, "{}", json(ready));
+        let r = reseed_of(s);
+        assert_eq!(r.hostname, s.id, "{}", json(&r));
+        assert!(r.browser.as_ref().is_some_and(|b| b.renderer_renewed), "a clean checkpoint's sibling gets a new renderer: {}", json(&r));
+        assert_eq!(s.restore.as_ref().map(|r| r.checkpoint.as_str()), Some(c.id.as_str()));
+    }
+    // Distinct: ids, addresses, MACs, machine ids, namespaces, inits.
+    let distinct = |what: &str, xs: Vec<String>| {
+        let set: std::collections::BTreeSet<&String> = xs.iter().collect();
+        assert_eq!(set.len(), N, "{what} not distinct: {xs:?}");
+    };
+    distinct("ids", sibs.iter().map(|s| s.id.clone()).collect());
+    distinct("addresses", sibs.iter().map(|s| s.net.as_ref().unwrap().session_addr.clone()).collect());
+    distinct("MACs", sibs.iter().map(|s| s.net.as_ref().unwrap().session_mac.clone()).collect());
+    distinct("machine ids", sibs.iter().map(|s| reseed_of(s).machine_id).collect());
+    distinct("PID namespaces", sibs.iter().map(|s| s.ns.as_ref().unwrap().inodes.pid.to_string()).collect());
+    distinct("inits", sibs.iter().map(|s| s.ns.as_ref().unwrap().init_pid.to_string()).collect());
+    // Concurrently: the call took less than its siblings' own restore, reseed and check times added up
+    // (one after the other they would take at least that sum).
+    let own: f64 = sibs.iter().map(|s| s.restore.as_ref().unwrap().times.total_s + reseed_of(s).total_s + s.ready.as_ref().unwrap().ready_s.unwrap()).sum();
+    assert!(wall < own, "{N} siblings took {wall:.2} s, their steps {own:.2} s added up: not made concurrently");
+    // The audit passes the siblings of one call: revision 2a, against a cold pair as its control (the
+    // literal rule fails every pair of sessions, cold ones too, on /dev/null and /dev/urandom: tests/audit.rs).
+    let (_, ca) = cold(&mut guard);
+    let (_, cb) = cold(&mut guard);
+    let lines: String = sibs.iter().map(|s| json(s) + "\n").collect();
+    let a = run("drums-audit", &["--rule", "revision-2a", "--control", &format!("{},{}", ca.id, cb.id)], &lines);
+    assert!(a.status.success(), "drums-audit of the {N} siblings: {}{}", text(&a.stdout), text(&a.stderr));
+    let report: drums::audit::Report = decode(&text(&a.stdout));
+    assert!(report.complete, "{:?}", report.incomplete);
+    drop(guard);
+
+    // kill -9 of drums-restore --ready --count N at several moments (restores, CRIU, reseeds, checks in
+    // flight), then a sweep of what it made: nothing is left.
+    let mut guard = Sessions::default();
+    let mut caught_midway = 0;
+    for delay in [50u64, 150, 300, 500, 800] {
+        let before: Vec<String> = new_state_dirs(&[]);
+        let mut child = Command::new(tool("drums-restore"))
+            .args(["--ready", "--count", &N.to_string()])
+            .env("DRUMS_OWNER", owner())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(ckpt.as_bytes()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(delay));
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        if text(&out.stdout).lines().count() < N {
+            caught_midway += 1;
+        }
+        guard.add(&text(&out.stdout));
+        std::thread::sleep(Duration::from_millis(300));
+        sweep_dirs(&new_state_dirs(&before));
+    }
+    drop(guard);
+    drop(_ckpt_dir);
+    assert!(caught_midway > 0, "no kill caught drums-restore before its {N} siblings were printed");
+    let left = inventory().new_since(&before_inv);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -385,8 +385,7 @@ pub fn kill_stray_restores(state_dir: &std::path::Path) -> Vec<(i32, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let want = state_dir.as_os_str().as_encoded_bytes();
     let mut killed = vec![];
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+    for pid in crate::proc::pids() {
         let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
         let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
         let is_restore = args.iter().any(|a| *a == b"restore") && args.iter().any(|a| a.ends_with(b"criu"));

@@ -166,6 +166,19 @@ fn session_id_of<'a>(dir: &'a Path, sessions_root: &Path) -> Result<&'a str, Str
     Ok(id)
 }
 
+/// Destroy session `id` from its ledger, as drums-sweep does with its record (under the sweep lock,
+/// shared), and insist that nothing is left: what a caller does with a sibling it made and cannot hand
+/// out (the pool, drums-restore --ready).
+pub fn destroy_session(id: &str) -> Result<()> {
+    let _lock = sweep::lock(false, true)?;
+    let r = destroy(&crate::state::session_dir(id), &DestroyOptions::default())?;
+    if r.clean() {
+        Ok(())
+    } else {
+        Err(Error::failed(format!("destroying session {id} left {} resource(s) (drums-sweep --orphans retries)", r.left.len())))
+    }
+}
+
 /// Destroy the session whose state directory is `state_dir`, from its ledger alone. A ledger holding a
 /// line this version does not understand is refused (Error::NotUnderstood) before anything is done.
 pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport> {

@@ -32,6 +32,7 @@ pub mod reseed;
 pub mod restore;
 pub mod runtime;
 pub mod session_io;
+pub mod sibling;
 pub mod spool;
 pub mod state;
 pub mod validate;

@@ -46,17 +46,6 @@ fn claim(id: &str, phase: &str, by: &Owner, allowed: &[&str]) -> Result<PhaseCas
     }
 }
 
-/// Destroy a session from its ledger, as drums-sweep does with a record: under the sweep lock, shared.
-fn destroy_session(id: &str) -> Result<()> {
-    let _lock = crate::destroy::sweep::lock(false, true)?;
-    let r = crate::destroy::destroy(&crate::state::session_dir(id), &crate::destroy::DestroyOptions::default())?;
-    if r.clean() {
-        Ok(())
-    } else {
-        Err(Error::failed(format!("destroying session {id} left {} resource(s) (drums-sweep --orphans retries)", r.left.len())))
-    }
-}
-
 /// The fill lock of a spool, held until dropped.
 struct FillLock {
     _l: Flock<File>,
@@ -102,11 +91,6 @@ pub struct TakeOptions {
     pub started_at: f64,
 }
 
-fn ready_options(timeout: Duration) -> crate::ready::ReadyOptions {
-    // drums-ready's defaults (drums-ready(1)): the rule the sibling was parked by.
-    crate::ready::ReadyOptions { threshold: 0.10, title: None, timeout, interval: Duration::from_millis(20), png: None, blank: [0, 0, 0] }
-}
-
 /// Take the oldest parked sibling of the pool, with `taker` as its new owner. CheckFailed when none
 /// could be had in `o.wait`.
 pub fn take(spool: &Spool, taker: &Owner, o: &TakeOptions) -> Result<Session> {
@@ -133,7 +117,7 @@ pub fn take(spool: &Spool, taker: &Owner, o: &TakeOptions) -> Result<Session> {
                 Ok(s) => return Ok(s),
                 Err(_) => {
                     // Ours now, and not fit to hand out: destroyed, whatever was wrong with it.
-                    let _ = destroy_session(&f.session);
+                    let _ = crate::destroy::destroy_session(&f.session);
                     let _ = std::fs::remove_file(&taken);
                     refused += 1;
                 }
@@ -159,7 +143,7 @@ fn hand_out(text: &str, taker: &Owner, o: &TakeOptions) -> Result<Session> {
     pool.taken_at = Some(crate::state::now());
     pool.taker = Some(taker.clone());
     s.owner = taker.clone();
-    let r = crate::ready::check(&s, &ready_options(o.ready_timeout))?;
+    let r = crate::ready::check(&s, &crate::sibling::ready_defaults(o.ready_timeout))?;
     if !r.ready {
         return Err(Error::CheckFailed(format!("{}: not agent-ready ({})", s.id, r.failed.join(", "))));
     }
@@ -184,6 +168,18 @@ pub struct FillOptions {
     pub max_age: Option<Duration>,
     pub restore: crate::restore::RestoreOptions,
     pub freeze: bool,
+}
+
+impl FillOptions {
+    /// How the filler makes a sibling: clone hygiene with the browser, then drums-ready's rule (its
+    /// deadline scaled as every tool's is).
+    fn sibling(&self) -> crate::sibling::SiblingOptions<'_> {
+        crate::sibling::SiblingOptions {
+            restore: &self.restore,
+            reseed: Some(crate::reseed::ReseedOptions { hostname: None, browser: true }),
+            ready: Some(crate::sibling::ready_defaults(crate::state::scaled(Duration::from_secs(30)))),
+        }
+    }
 }
 
 crate::record_type!(ParkedType = "pool_parked");
@@ -366,7 +362,7 @@ fn prune(spool: &Spool, o: &FillOptions, me: &Owner) {
         if o.max_age.is_some_and(|m| now_ms().saturating_sub(f.parked_ms) > m.as_millis() as u64) {
             if claim(&f.session, "taken", me, &["parked", "live"]).is_ok_and(|c| c == PhaseCas::Appended) {
                 let _ = std::fs::remove_file(&f.path);
-                let _ = destroy_session(&f.session);
+                let _ = crate::destroy::destroy_session(&f.session);
             }
             continue;
         }
@@ -385,39 +381,31 @@ fn prune(spool: &Spool, o: &FillOptions, me: &Owner) {
     }
 }
 
-/// One sibling: restore, reseed, ready, freeze, park. A sibling that fails a step, or that a stop signal
-/// catches before it is parked, is destroyed.
+/// One sibling: restore, reseed, ready (crate::sibling), then freeze, park. A sibling that fails a step,
+/// or that a stop signal catches before it is parked, is destroyed.
 fn fill_one(c: &Checkpoint, spool: &Spool, o: &FillOptions, me: &Owner) -> Result<ParkedReport> {
     let t0 = Instant::now();
-    let mut s = crate::restore::restore_one(c, &o.restore)?;
-    match make_ready(&mut s, spool, o, me, t0) {
+    let stop = || stop_requested().map_or(Ok(()), |sig| Err(Error::failed(format!("stopped by {sig} before the sibling was parked"))));
+    let mut made = crate::sibling::make(c, &o.sibling(), &stop)?;
+    match park(&mut made, spool, o, me, t0, &stop) {
         Ok(r) => {
             // Marked parked unless a taker was quicker (it claims a `live` published sibling too).
-            let _ = claim(&s.id, "parked", me, &["live"]);
+            let _ = claim(&made.session.id, "parked", me, &["live"]);
             Ok(r)
         }
-        Err(e) => Err(e.with_cleanup(destroy_session(&s.id))),
+        Err(e) => Err(e.with_cleanup(crate::destroy::destroy_session(&made.session.id))),
     }
 }
 
-fn make_ready(s: &mut Session, spool: &Spool, o: &FillOptions, me: &Owner, t0: Instant) -> Result<ParkedReport> {
-    let stop = || stop_requested().map_or(Ok(()), |sig| Err(Error::failed(format!("stopped by {sig} before the sibling was parked"))));
-    let restore_s = t0.elapsed().as_secs_f64();
-    stop()?;
-    crate::reseed::reseed(s, &crate::reseed::ReseedOptions { hostname: None, browser: true })?;
-    stop()?;
-    let r = crate::ready::check(s, &ready_options(crate::state::scaled(Duration::from_secs(30))))?;
-    if !r.ready {
-        return Err(Error::CheckFailed(format!("{}: not agent-ready ({})", s.id, r.failed.join(", "))));
-    }
-    s.ready = Some(r);
+fn park(made: &mut crate::sibling::Made, spool: &Spool, o: &FillOptions, me: &Owner, t0: Instant, stop: &dyn Fn() -> Result<()>) -> Result<ParkedReport> {
+    let s = &mut made.session;
     let t2 = t0.elapsed().as_secs_f64();
     stop()?;
     if o.freeze {
         crate::cgroup::freeze(s)?;
     }
     let t3 = t0.elapsed().as_secs_f64();
-    let fill_s = FillTimes { restore_s, reseed_ready_s: t2 - restore_s, freeze_s: t3 - t2, total_s: t0.elapsed().as_secs_f64() };
+    let fill_s = FillTimes { restore_s: made.restore_s, reseed_ready_s: made.reseed_ready_s, freeze_s: t3 - t2, total_s: t0.elapsed().as_secs_f64() };
     let parked_at = crate::state::now();
     s.pool = Some(Section { checkpoint: spool.checkpoint.clone(), spool: spool.dir.clone(), parked_at, frozen: o.freeze, filler: me.clone(), fill_s: fill_s.clone(), take_started_at: None, taken_at: None, taker: None });
     crate::session_io::save(s)?;
@@ -463,7 +451,7 @@ pub fn drain(spool: &Spool) -> Result<DrainReport> {
         rep.filler_running = lock.is_none();
         for f in spool.parked() {
             if claim(&f.session, "taken", &me, &["parked", "live"])? == PhaseCas::Appended {
-                match destroy_session(&f.session) {
+                match crate::destroy::destroy_session(&f.session) {
                     Ok(()) => rep.destroyed += 1,
                     Err(_) => rep.left += 1,
                 }

@@ -212,9 +212,7 @@ pub fn pids() -> Vec<i32> {
 pub fn pids_in_pidns(pidns: u64) -> Vec<i32> {
     use std::os::unix::fs::MetadataExt;
     let mut out = vec![];
-    let Ok(rd) = std::fs::read_dir("/proc") else { return out };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+    for pid in pids() {
         if let Ok(m) = std::fs::metadata(Path::new("/proc").join(pid.to_string()).join("ns/pid")) {
             if m.ino() == pidns {
                 out.push(pid);

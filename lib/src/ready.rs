@@ -17,6 +17,21 @@ pub struct ReadyOptions {
     pub blank: [u8; 3],
 }
 
+/// The blank desktop's colour from its RRGGBB spelling (drums-ready --blank); a usage error otherwise.
+pub fn parse_blank(text: &str, option: &str) -> Result<[u8; 3]> {
+    let rgb = u32::from_str_radix(text, 16).ok().filter(|_| text.len() == 6).ok_or_else(|| Error::Usage(format!("{option} {text}: expected RRGGBB")))?;
+    Ok([(rgb >> 16) as u8, (rgb >> 8) as u8, rgb as u8])
+}
+
+/// A threshold the rule can meet: a fraction in [0, 1); a usage error otherwise.
+pub fn check_threshold(threshold: f64, option: &str) -> Result<()> {
+    if (0.0..1.0).contains(&threshold) {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!("{option} must be in [0, 1)")))
+    }
+}
+
 /// The desktop processes whose exit makes the session not ready at once: without its X server or its
 /// browser the page cannot come (drums-desktop(1) names them so).
 const WATCHED_ROLES: &[&str] = &["xvfb", "chromium"];

@@ -648,8 +648,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
 pub(super) fn session_inits() -> Vec<(i32, u64, u64, String)> {
     let me = crate::proc::ns_inode(std::process::id() as i32, "pid").ok();
     let mut out = vec![];
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+    for pid in crate::proc::pids() {
         let comm = crate::proc::comm(pid);
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let why = if comm == INIT_COMM {

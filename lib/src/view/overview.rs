@@ -169,9 +169,7 @@ pub fn session_records() -> Vec<Session> {
 fn vnc_servers() -> HashMap<u64, Value> {
     use std::os::unix::fs::MetadataExt;
     let mut out = HashMap::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else { return out };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+    for pid in crate::proc::pids() {
         if crate::proc::comm(pid) != "x11vnc" {
             continue;
         }

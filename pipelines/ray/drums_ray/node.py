@@ -112,8 +112,9 @@ class DrumsNode:
         return None
 
     def _restore(self, ckpt_text, freeze):
-        """restore | reseed | ready (benchlib.restore_ready), then freeze; the record text. A failure
-        destroys the sibling (restore_ready does for its stages; the freeze here)."""
+        """A usable sibling from `drums-restore --ready` (benchlib.restore_ready: restore, reseed and ready
+        check in the tool, as drums-pool's filler makes its siblings), then frozen; the record text. A
+        failure destroys the sibling (the tool does for its steps; the freeze here)."""
         rec = benchlib.restore_ready(ckpt_text, env=self.env)
         if freeze:
             try:

@@ -4,10 +4,8 @@ use drums_ready::cli::Args;
 
 fn main() {
     cli::run("drums-ready", |a: Args| {
-        let blank = u32::from_str_radix(&a.blank, 16).ok().filter(|_| a.blank.len() == 6).ok_or_else(|| drums::Error::Usage(format!("--blank {}: expected RRGGBB", a.blank)))?;
-        if !(0.0..1.0).contains(&a.threshold) {
-            return Err(drums::Error::Usage("--threshold must be in [0, 1)".into()));
-        }
+        let blank = drums::ready::parse_blank(&a.blank, "--blank")?;
+        drums::ready::check_threshold(a.threshold, "--threshold")?;
         let sessions = cli::read_sessions(a.input.as_deref())?;
         cli::require_root()?;
         let o = drums::ready::ReadyOptions {
@@ -16,7 +14,7 @@ fn main() {
             timeout: a.timeout,
             interval: a.interval,
             png: a.png,
-            blank: [(blank >> 16) as u8, (blank >> 8) as u8, blank as u8],
+            blank,
         };
         if o.png.is_some() && sessions.len() > 1 {
             return Err(drums::Error::Usage("--png takes one record (one screenshot)".into()));

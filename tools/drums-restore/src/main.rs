@@ -1,10 +1,20 @@
 //! drums-restore: restore isolated siblings from a checkpoint.
 use drums::cli;
+use drums::sibling::{make_many, SiblingOptions};
 use drums_restore::cli::Args;
 
 fn main() {
     cli::run("drums-restore", |a: Args| {
         let net = a.net.options()?;
+        // With --ready, the check's options are checked before anything is read or made.
+        let ready = if a.ready {
+            let r = &a.ready_args;
+            drums::ready::check_threshold(r.ready_threshold, "--ready-threshold")?;
+            let blank = drums::ready::parse_blank(&r.ready_blank, "--ready-blank")?;
+            Some(drums::ready::ReadyOptions { threshold: r.ready_threshold, title: r.ready_title.clone(), timeout: r.ready_timeout, interval: r.ready_interval, png: None, blank })
+        } else {
+            None
+        };
         let c = match &a.checkpoint {
             Some(id) => drums::session_io::load_checkpoint(id)?,
             None => {
@@ -26,18 +36,23 @@ fn main() {
         };
         cli::require_root()?;
         drums::restore::check_checkpoint(&c)?;
-        let o = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm, net, userns: a.userns };
+        let restore = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm, net, userns: a.userns };
+        let reseed = a.ready.then(|| drums::reseed::ReseedOptions { hostname: None, browser: !a.no_browser });
+        let o = SiblingOptions { restore: &restore, reseed, ready };
         let mut first_err = None;
-        for i in 0..a.count {
-            cli::progress("drums-restore", &format!("sibling {}/{}", i + 1, a.count));
-            match drums::restore::restore_one(&c, &o) {
-                Ok(s) => drums::session_io::emit_session(&s)?,
+        let mut finished = 0;
+        make_many(&c, a.count, &o, |r| {
+            finished += 1;
+            cli::progress("drums-restore", &format!("{finished}/{} siblings", a.count));
+            match r {
+                Ok(m) => drums::session_io::emit_session(&m.session)?,
                 Err(e) => {
                     cli::report("drums-restore", &e);
                     first_err.get_or_insert(e);
                 }
             }
-        }
+            Ok(())
+        })?;
         cli::progress_done();
         match first_err {
             None => Ok(()),
