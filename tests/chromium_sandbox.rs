@@ -8,22 +8,6 @@ use drums_tests::*;
 use std::collections::BTreeMap;
 use std::process::Command;
 
-/// A cold session in its own user namespace (pipelines/cold.sh with DRUMS_OVERLAY_ARGS=--userns): it
-/// is agent-ready (drums-ready saw the readiness page) when this returns.
-fn userns_session(guard: &mut Sessions) -> (String, Session) {
-    let o = Command::new(repo_root().join("pipelines/cold.sh"))
-        .env("PATH", path_with_tools())
-        .env("DRUMS_OWNER", std::process::id().to_string())
-        .env("DRUMS_OVERLAY_ARGS", "--userns")
-        .output()
-        .unwrap();
-    guard.add(&text(&o.stdout));
-    assert!(o.status.success(), "cold.sh --userns: {}", text(&o.stderr));
-    let line = text(&o.stdout).trim().to_string();
-    let rec: Session = one(&line);
-    assert!(rec.id_range.is_some(), "the record names its id range: {line}");
-    (line, rec)
-}
 
 fn status(pid: i32) -> BTreeMap<String, String> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -70,7 +54,7 @@ fn renderers_of_a_userns_session_run_in_chromiums_own_sandbox() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (line, rec) = userns_session(&mut guard);
+    let (line, rec) = userns_cold_session(&mut guard);
     // The root image's flags file decides for every Chromium started through Debian's wrapper; one built
     // before the flag followed the session adds --no-sandbox everywhere.
     let flags_file = rec.overlay.as_ref().unwrap().merged.join("etc/chromium.d/drums");
@@ -190,7 +174,7 @@ fn nested_namespaces_give_session_root_nothing_new_on_the_host() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (line, rec) = userns_session(&mut guard);
+    let (line, rec) = userns_cold_session(&mut guard);
     let merged = &rec.overlay.as_ref().unwrap().merged;
     // A host file of the host's uid 1000 (mode 0600) in the session's tree.
     let victim = merged.join("tmp/host-secret");

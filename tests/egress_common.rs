@@ -90,14 +90,7 @@ pub fn cold(policy: &str, guard: &mut Sessions) -> Session {
 
 /// A cold session made with the network options `args` (net_args and more).
 pub fn cold_with(args: Vec<String>, guard: &mut Sessions) -> Session {
-    let ov = run_ok("drums-overlay", &["create"], "");
-    guard.add(&ov);
-    let mut a: Vec<&str> = vec!["create"];
-    a.extend(args.iter().map(String::as_str));
-    let ns = run_ok("drums-ns", &a, &ov);
-    guard.0.clear();
-    guard.add(&ns);
-    check_routes(&one(&ns));
+    let (ns, _) = namespaces_with(args, guard);
     let cg = run_ok("drums-cgroup", &["create"], &ns);
     let desk = run_ok("drums-desktop", &["start"], &cg);
     guard.0.clear();
@@ -106,6 +99,23 @@ pub fn cold_with(args: Vec<String>, guard: &mut Sessions) -> Session {
     guard.0.clear();
     guard.add(&ready);
     one(&ready)
+}
+
+/// A session's overlay and namespaces only (no desktop), made with the network options `args`: its
+/// record line and the record, its routes checked under a policy.
+pub fn namespaces_with(args: Vec<String>, guard: &mut Sessions) -> (String, Session) {
+    let ov = run_ok("drums-overlay", &["create"], "");
+    guard.add(&ov);
+    let mut a: Vec<&str> = vec!["create"];
+    a.extend(args.iter().map(String::as_str));
+    let ns = run_ok("drums-ns", &a, &ov);
+    guard.0.clear();
+    guard.add(&ns);
+    let s: Session = one(&ns);
+    if s.egress.is_some() {
+        check_routes(&s);
+    }
+    (ns, s)
 }
 
 /// Restore one sibling of `ckpt` under `policy` (None: no --net) and check its routes.

@@ -10,21 +10,6 @@ use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 use std::time::Duration;
 
-/// A cold session in its own user namespace (pipelines/cold.sh with DRUMS_OVERLAY_ARGS=--userns).
-fn userns_session(guard: &mut Sessions) -> (String, Session) {
-    let o = Command::new(repo_root().join("pipelines/cold.sh"))
-        .env("PATH", path_with_tools())
-        .env("DRUMS_OWNER", std::process::id().to_string())
-        .env("DRUMS_OVERLAY_ARGS", "--userns")
-        .output()
-        .unwrap();
-    guard.add(&text(&o.stdout));
-    assert!(o.status.success(), "cold.sh --userns: {}", text(&o.stderr));
-    let line = text(&o.stdout).trim().to_string();
-    let rec: Session = one(&line);
-    assert!(rec.id_range.is_some(), "the record names its id range: {line}");
-    (line, rec)
-}
 
 /// Two siblings restored with `drums-restore --userns` from a checkpoint of an ordinary cold session,
 /// reseeded and agent-ready: (checkpoint record, its directory, [(record line, record)]).
@@ -66,9 +51,9 @@ fn ids_inside_are_unprivileged_ids_on_the_host() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (line, rec) = userns_session(&mut guard);
+    let (line, rec) = userns_cold_session(&mut guard);
     let r = rec.id_range.unwrap();
-    let (a, b) = (userns_session(&mut guard).1.id_range.unwrap(), r);
+    let (a, b) = (userns_cold_session(&mut guard).1.id_range.unwrap(), r);
     assert!(!a.overlaps(b.base as u64, b.count as u64), "two live sessions share no id: {a:?} {b:?}");
     assert_own_ids(&line, &rec);
     assert_host_out_of_reach(&line, &rec);
@@ -280,13 +265,13 @@ fn a_session_that_takes_every_per_user_resource_leaves_the_others_alone() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (hog_line, _) = userns_session(&mut guard);
-    let (other_line, other) = userns_session(&mut guard);
+    let (hog_line, _) = userns_cold_session(&mut guard);
+    let (other_line, other) = userns_cold_session(&mut guard);
     hog_leaves_the_other_alone(&hog_line, &other_line, &other);
 
     // And a new cold start becomes ready while the hog holds everything.
     let t = std::time::Instant::now();
-    let (_, fresh) = userns_session(&mut guard);
+    let (_, fresh) = userns_cold_session(&mut guard);
     eprintln!("a cold --userns start beside the hog: {:.2} s", t.elapsed().as_secs_f64());
     let o = run("drums-ns", &["exec", "--user", "user", "--", "python3", "-c", PROBE], &json(&fresh));
     assert_eq!(text(&o.stdout).trim(), "ok", "the new session as user: {}{}", text(&o.stdout), text(&o.stderr));
@@ -356,8 +341,8 @@ fn the_audit_reports_each_sessions_user_namespace_and_range() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (a_line, a) = userns_session(&mut guard);
-    let (b_line, b) = userns_session(&mut guard);
+    let (a_line, a) = userns_cold_session(&mut guard);
+    let (b_line, b) = userns_cold_session(&mut guard);
     let audit = |input: &str| -> (Option<i32>, serde_json::Value) {
         let o = run("drums-audit", &[], input);
         let out = text(&o.stdout);
@@ -407,7 +392,7 @@ fn the_sweep_report_lists_held_and_leaked_id_ranges() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (_, rec) = userns_session(&mut guard);
+    let (_, rec) = userns_cold_session(&mut guard);
     let r = rec.id_range.unwrap();
     let inv = host_inventory();
     let held = inv.id_ranges.iter().find(|x| x.base == r.base).unwrap_or_else(|| panic!("the session's range is listed: {:?}", inv.id_ranges));

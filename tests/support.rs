@@ -143,9 +143,26 @@ pub fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
 /// A full cold session (pipelines/cold.sh: overlay, namespaces, cgroups, desktop, agent-ready), owned by
 /// this test process and destroyed with `guard`: its record as cold.sh printed it, and decoded.
 pub fn cold_session(guard: &mut Sessions) -> (String, drums::record::Session) {
-    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    cold_session_with(guard, &[])
+}
+
+/// A cold session in its own user namespace (cold.sh with DRUMS_OVERLAY_ARGS=--userns), agent-ready
+/// (drums-ready saw the readiness page) when this returns; its record names its id range.
+pub fn userns_cold_session(guard: &mut Sessions) -> (String, drums::record::Session) {
+    let (line, rec) = cold_session_with(guard, &[("DRUMS_OVERLAY_ARGS", "--userns")]);
+    assert!(rec.id_range.is_some(), "the record names its id range: {line}");
+    (line, rec)
+}
+
+fn cold_session_with(guard: &mut Sessions, env: &[(&str, &str)]) -> (String, drums::record::Session) {
+    let o = Command::new(repo_root().join("pipelines/cold.sh"))
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     guard.add(&text(&o.stdout));
-    assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
+    assert!(o.status.success(), "cold.sh {env:?}: {}", text(&o.stderr));
     let line = text(&o.stdout).trim().to_string();
     let rec = one(&line);
     (line, rec)
