@@ -101,6 +101,11 @@ def route(args):
 
 def standin_up():
     subprocess.run([STANDIN, "down", NETNS, UPLINK], capture_output=True)
+    # Another link on the host with the stand-in's range (the egress tests' stand-in, left behind) would
+    # make the routes below ambiguous: refuse rather than guess.
+    taken = [l for l in sh(["ip", "-4", "-o", "addr", "show"]).splitlines() if " 198.51.100." in l]
+    if taken:
+        raise RuntimeError(f"another host link already holds an address in 198.51.100.0/24 (nothing was sent): {taken}")
     p = subprocess.run([STANDIN, "up", NETNS, UPLINK, STANDIN_DIR], capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"the stand-in internet did not come up (dnsmasq-base, python3, iproute2 needed): {p.stderr.strip()[-600:]}")
