@@ -154,6 +154,21 @@ def session_fetch(rec, script, url):
     return p.stdout.strip() or f"ERR 0 exit {p.returncode}: {p.stderr.strip()[-300:]}"
 
 
+def bytes_in(rec):
+    """The session's kernel counter bytes_in (bytes forwarded to it, headers included; its policy table's
+    named counter, docs/record.md), or None."""
+    table = rec["egress"]["nft_table"].split()[-1]
+    p = subprocess.run(["nft", "-j", "list", "counters", "table", "inet", table], capture_output=True, text=True)
+    try:
+        for o in json.loads(p.stdout)["nftables"]:
+            c = o.get("counter")
+            if c and c.get("name") == "bytes_in":
+                return c["bytes"]
+    except (ValueError, KeyError):
+        return None
+    return None
+
+
 def inventory_counts(inv):
     return {"sessions": len(inv["sessions"]), "slots": len(inv["slots"]), "mounts": len(inv["mounts"]), "links": len(inv["links"]),
             "cgroups": len(inv["cgroups"]), "processes": sum(not p["zombie"] for p in inv["processes"]),
@@ -182,7 +197,7 @@ def main():
     times = {arm: [] for arm in arms}
     first_wall, first_inner, first_attempts, first_fail = [], [], [], []
     dl = {"drums_session": [], "host_uplink": []}
-    dl_fail = []
+    dl_fail, counted = [], []
     try:
         standin_up()
         # A probe of the configuration before any desktop starts: a namespace under `internet`, its routes
@@ -247,7 +262,11 @@ def main():
         for j in range(a.downloads):
             for side in ("drums_session", "host_uplink"):
                 if side == "drums_session":
+                    b0 = bytes_in(rec)
                     got = session_fetch(rec, FETCH, f"http://{WEB}/big.bin")
+                    b1 = bytes_in(rec)
+                    if b0 is not None and b1 is not None:
+                        counted.append(b1 - b0)
                 else:
                     p = subprocess.run(["python3", "-c", FETCH, f"http://{GATEWAY}/big.bin"], capture_output=True, text=True)
                     got = p.stdout.strip() or f"ERR 0 {p.stderr.strip()[-300:]}"
@@ -294,6 +313,8 @@ def main():
     dls["drums_over_host_p50"] = round(pct(dl["drums_session"], 0.5) / pct(dl["host_uplink"], 0.5), 3) if dl["drums_session"] and dl["host_uplink"] else None
     if len(dl["drums_session"]) >= 2 and len(dl["host_uplink"]) >= 2:
         dls["drums_over_host_bootstrap_95"] = [round(x, 3) for x in bootstrap_ratio(dl["drums_session"], dl["host_uplink"])]
+    dls["session_counter_bytes_in_over_file"] = {"min": round(min(counted) / FILE_BYTES, 4), "max": round(max(counted) / FILE_BYTES, 4), "n": len(counted),
+                                                 "method": "the session's kernel counter bytes_in (its policy table, IP headers included) over one download, divided by the file's size: the download went through Drums' filter"} if counted else None
     dls["failures"] = dl_fail
     dls["file_bytes"] = FILE_BYTES
     dls["method"] = ("the same 100 MiB file of random bytes from the stand-in's python3 http.server, read by the same python3 reader (1 MiB reads, "
