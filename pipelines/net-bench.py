@@ -198,6 +198,7 @@ def main():
     first_wall, first_inner, first_attempts, first_fail = [], [], [], []
     dl = {"drums_session": [], "host_uplink": []}
     dl_fail, counted = [], []
+    parts = {p: [] for p in POLICIES}
     try:
         standin_up()
         # A probe of the configuration before any desktop starts: a namespace under `internet`, its routes
@@ -237,6 +238,8 @@ def main():
                 live.append(out)
                 rec = check_ready(arm, out, policy)
                 times[arm].append(dt)
+                if kind == "restore":
+                    parts[policy].append(dict(rec["restore"]["times"], reseed_s=rec["reseed"]["total_s"], ready_s=rec["ready"]["ready_s"]))
                 if kind == "take":
                     t1 = time.monotonic()
                     got = session_fetch(rec, FIRST, "http://web.example.org/")
@@ -298,6 +301,9 @@ def main():
     result["internet_over_none"] = {k: {"p50_ratio": round(pct(times[f"{k}_internet"], 0.5) / pct(times[f"{k}_none"], 0.5), 3),
                                         "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[f"{k}_internet"], times[f"{k}_none"])], "n_each": n}
                                     for k in ("cold", "restore")}
+    result["restore_breakdown_p50_s"] = {p: {k: round(pct([b[k] for b in parts[p]], 0.5), 4) for k in parts[p][0]} for p in POLICIES if parts[p]}
+    result["restore_breakdown_p50_s"]["method"] = ("p50 of the restore record's times (docs/record.md, restore.times: the policy is applied between them, in total_s "
+                                                   "but in none of the parts), reseed.total_s and ready.ready_s, per policy, n = starts")
     result["internet_over_none"]["method"] = "p50 under internet over p50 under none, same run, interleaved: what applying the policy costs a start"
     result["first_request_after_take"] = {
         "take_return_to_success_s": summary(first_wall), "inside_loop_s": summary(first_inner),
