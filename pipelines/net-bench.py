@@ -302,8 +302,8 @@ def main():
                                         "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[f"{k}_internet"], times[f"{k}_none"])], "n_each": n}
                                     for k in ("cold", "restore")}
     result["restore_breakdown_p50_s"] = {p: {k: round(pct([b[k] for b in parts[p]], 0.5), 4) for k in parts[p][0]} for p in POLICIES if parts[p]}
-    result["restore_breakdown_p50_s"]["method"] = ("p50 of the restore record's times (docs/record.md, restore.times: the policy is applied between them, in total_s "
-                                                   "but in none of the parts), reseed.total_s and ready.ready_s, per policy, n = starts")
+    result["restore_breakdown_p50_s"]["method"] = ("p50 of the restore record's times (docs/record.md, restore.times; network_s includes applying the policy: "
+                                                   "the session's table, routes, resolver and auditor), reseed.total_s and ready.ready_s, per policy, n = starts")
     result["internet_over_none"]["method"] = "p50 under internet over p50 under none, same run, interleaved: what applying the policy costs a start"
     result["first_request_after_take"] = {
         "take_return_to_success_s": summary(first_wall), "inside_loop_s": summary(first_inner),
