@@ -289,6 +289,7 @@ def main():
         if c:
             remove_checkpoint(c)
         subprocess.run([STANDIN, "down", NETNS, UPLINK], capture_output=True)
+        subprocess.run(["rm", "-rf", STANDIN_DIR])  # its web root holds the 100 MiB file
     n = a.starts
     t = result["time_to_agent_ready"] = {arm: summary(times[arm]) for arm in arms}
     result["ratio_cold_over_restore"] = {}
@@ -334,7 +335,7 @@ def main():
     leftover_ns = NETNS in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     leftover_link = subprocess.run(["ip", "link", "show", UPLINK], capture_output=True).returncode == 0
     result["teardown"] = {"inventory_unchanged": result["host_inventory_after"] == result["host_inventory_before"],
-                          "standin_netns_left": leftover_ns, "uplink_left": leftover_link,
+                          "standin_netns_left": leftover_ns, "uplink_left": leftover_link, "standin_dir_left": os.path.exists(STANDIN_DIR),
                           "method": "drums-sweep --report (host_inventory) counts before the stand-in came up and after the teardown; ip netns list; ip link show"}
     write_result(result, a.out)
 
