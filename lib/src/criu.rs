@@ -150,6 +150,10 @@ impl KdatCache {
     }
 }
 
+/// The directory of a sibling's state directory where CRIU, run as root of the sibling's user
+/// namespace, works (its log and pid file): owned by the range's root.
+pub const USERNS_WORK_DIR: &str = "criu";
+
 /// How a restore runs CRIU as root of a sibling's own user namespace (drums-restore --userns): every
 /// namespace CRIU makes (PID, mount, IPC, UTS) is then owned by that user namespace, and the restored
 /// tasks' ids 0 and 1000 are the range's base and base+1000 on the host. (CRIU's own `--join-ns user`
@@ -162,10 +166,6 @@ impl KdatCache {
 /// checkpoint's images through an idmapped mount (read-only). These mounts die with CRIU's namespace;
 /// nothing is ledgered for them. The child also moves itself into the sibling's cgroups (CRIU cannot
 /// write host cgroup files from there), so the whole tree is born in them.
-/// The directory of a sibling's state directory where CRIU, run as root of the sibling's user
-/// namespace, works (its log and pid file): owned by the range's root.
-pub const USERNS_WORK_DIR: &str = "criu";
-
 pub struct AsUsernsRoot {
     userns: std::fs::File,
     cgroup_procs: Vec<std::ffi::CString>,
@@ -213,8 +213,7 @@ impl AsUsernsRoot {
             ok(libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) as libc::c_long)?;
             let root_fd = ok(libc::open(self.root.0.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as libc::c_long)? as i32;
             let work_fd = ok(libc::open(self.work.0.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as libc::c_long)? as i32;
-            const OPEN_TREE_CLONE: libc::c_uint = 1;
-            let images_fd = ok(libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, self.images.0.as_ptr(), OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint))? as i32;
+            let images_fd = ok(libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, self.images.0.as_ptr(), crate::idrange::OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint))? as i32;
             crate::idrange::set_idmap(images_fd, &self.userns)?;
             ok(libc::mount(c"drums-criu".as_ptr(), self.view_root.as_ptr(), c"tmpfs".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=0711,size=64k".as_ptr().cast()) as libc::c_long)?;
             for at in [&self.root.1, &self.work.1, &self.images.1] {
@@ -228,8 +227,7 @@ impl AsUsernsRoot {
                 ok(libc::mount(path.as_ptr().cast(), at.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) as libc::c_long)?;
                 libc::close(fd);
             }
-            const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-            ok(libc::syscall(libc::SYS_move_mount, images_fd, c"".as_ptr(), libc::AT_FDCWD, self.images.1.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH))?;
+            ok(libc::syscall(libc::SYS_move_mount, images_fd, c"".as_ptr(), libc::AT_FDCWD, self.images.1.as_ptr(), crate::idrange::MOVE_MOUNT_F_EMPTY_PATH))?;
             libc::close(images_fd);
             // Into the user namespace as its root; the mount namespace is made again from inside it, so
             // that CRIU's own mounts there are its to make.

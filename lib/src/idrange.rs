@@ -252,6 +252,10 @@ fn in_helper<T>(child: impl FnOnce() -> bool, parent: impl FnOnce(i32) -> Result
     }
 }
 
+/// open_tree(2)'s and move_mount(2)'s flags (linux/mount.h), which the libc crate does not name.
+pub(crate) const OPEN_TREE_CLONE: libc::c_uint = 1;
+pub(crate) const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
 /// Give everything below `dir` (not `dir` itself) the range's ids for the ids it has: host id N becomes
 /// base+N. For the few files a restore moves from its checkpoint layer into the sibling's upper
 /// (overlay::promote_into_upper), which an upper cannot show through an idmapped mount; links are
@@ -278,14 +282,12 @@ pub fn idmapped_bind(src: &Path, target: &Path, userns: &std::fs::File) -> Resul
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let cs = std::ffi::CString::new(src.as_os_str().as_encoded_bytes()).map_err(|_| Error::bad_input("path with NUL"))?;
     let ct = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()).map_err(|_| Error::bad_input("path with NUL"))?;
-    const OPEN_TREE_CLONE: libc::c_uint = 1;
     let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, cs.as_ptr(), OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint) };
     if fd < 0 {
         return Err(Error::io("open_tree", src, std::io::Error::last_os_error()));
     }
     let tree = unsafe { OwnedFd::from_raw_fd(fd as i32) };
     set_idmap(tree.as_raw_fd(), userns).map_err(|e| Error::io("mount_setattr(MOUNT_ATTR_IDMAP)", src, e))?;
-    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
     let rc = unsafe { libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, ct.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH) };
     if rc != 0 {
         return Err(Error::io("move_mount", target, std::io::Error::last_os_error()));

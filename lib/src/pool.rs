@@ -143,11 +143,7 @@ fn hand_out(text: &str, taker: &Owner, o: &TakeOptions) -> Result<Session> {
     pool.taken_at = Some(crate::state::now());
     pool.taker = Some(taker.clone());
     s.owner = taker.clone();
-    let r = crate::ready::check(&s, &crate::sibling::ready_defaults(o.ready_timeout))?;
-    if !r.ready {
-        return Err(Error::CheckFailed(format!("{}: not agent-ready ({})", s.id, r.failed.join(", "))));
-    }
-    s.ready = Some(r);
+    crate::sibling::require_ready(&mut s, &crate::sibling::ready_defaults(o.ready_timeout))?;
     Ok(s)
 }
 

@@ -60,12 +60,19 @@ fn make_usable(s: &mut Session, o: &SiblingOptions<'_>, stop: &dyn Fn() -> Resul
         stop()?;
     }
     if let Some(r) = &o.ready {
-        let ready = crate::ready::check(s, r)?;
-        if !ready.ready {
-            return Err(Error::CheckFailed(format!("{}: not agent-ready ({})", s.id, ready.failed.join(", "))));
-        }
-        s.ready = Some(ready);
+        require_ready(s, r)?;
     }
+    Ok(())
+}
+
+/// Check `s` agent-ready by `o` and record the check in it; CheckFailed, naming what failed, when it is
+/// not (a sibling being made, and a parked one being taken).
+pub fn require_ready(s: &mut Session, o: &ReadyOptions) -> Result<()> {
+    let ready = crate::ready::check(s, o)?;
+    if !ready.ready {
+        return Err(Error::CheckFailed(format!("{}: not agent-ready ({})", s.id, ready.failed.join(", "))));
+    }
+    s.ready = Some(ready);
     Ok(())
 }
 
