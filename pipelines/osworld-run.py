@@ -2,16 +2,24 @@
 """Run OSWorld task files through OSWorld's own DesktopEnv with the Drums provider (docs/osworld.md).
 
   pipelines/osworld-run.py --checkpoint ckpt.json [--agent none|scripted [--actions FILE]] [--settle S] [--eval-wait S] [TASK ...]
-  pipelines/osworld-run.py --list [--image-root DIR] [TASK ...]
+  pipelines/osworld-run.py --list [--image-root DIR] [--internet] [TASK ...]
 
 TASK: task files or directories of them (default: the shared OSWorld tasks, ../shared/osworld/examples).
-Each task is first classified: it runs here when its setup and evaluation need no internet and the
-applications of its domain are in the checkpoint's root image; otherwise it is skipped with the reason.
+Each task is first classified: it runs here when its setup and evaluation need no internet (with
+--internet: when the sessions' network policy, $DRUMS_NET, lets them open the pages they open, and the
+operator's proxy, $DRUMS_OSWORLD_PROXY, is named for a task asking for one) and the applications of its
+domain are in the checkpoint's root image; otherwise it is skipped with the reason.
 
 One JSON line per task on stdout:
-  {"type": "osworld_task", "id", "domain", "runnable", "skip_reason", "programs", "missing_programs",
+  {"type": "osworld_task", "id", "domain", "runnable", "skip_reason", "network", "session_hosts", "proxy",
+   "programs", "missing_programs",
    "setup_ok", "reset_s", "take_s", "take_source", "setup_s", "settle_s", "agent", "solution", "actions_s",
    "agent_error", "eval_wait_s", "eval_s", "score", "error", "session"}
+network: where the task's setup and evaluation fetch from the internet: offline (they name no http(s) URL),
+host (only the harness on the host fetches: SetupController's downloads, which it uploads to the session,
+and expected files), session (the session opens pages itself: the task's browser, the evaluator through it,
+or the agent browsing); session_hosts: the host names the session opens (empty unless network is session),
+what an allow list names; proxy: the task's "proxy" (it wants the operator's upstream proxy).
 programs: what the task's setup, post-config and evaluation getters start in the session (the first word of
 each command, read as a shell reads it); missing_programs: those the root image has in none of PROGRAM_DIRS
 (null: no image to look in). A missing program does not skip the task: it runs, and its setup or evaluation
@@ -28,8 +36,9 @@ solution: the scripted agent's solution file run for the task (relative to the r
 run); agent_error: why the solution stopped early (it raised), null when it ran to its end; the task is
 evaluated either way. setup_ok is what
 SetupController.setup returned (DesktopEnv retries a failed setup up to 5 times, 5 s apart, and goes on).
-A summary line comes last: {"type": "osworld_summary", "agent", "domains": per domain {tasks, runnable,
-setup_ok, evaluated, score_0, score_1}, "seconds": per phase (reset, setup, actions, eval) {n, p50, p95}
+A summary line comes last: {"type": "osworld_summary", "agent", "domains": per domain {tasks, offline,
+fetch_on_host, fetch_in_session, proxy (the tasks of each network kind, and those asking for a proxy),
+runnable, setup_ok, evaluated, score_0, score_1}, "seconds": per phase (reset, setup, actions, eval) {n, p50, p95}
 over the tasks run (nearest-rank percentiles; null with n = 0)}.
 
 Agents: none (evaluate right after setup: a correct environment scores 0); scripted: the reference
@@ -73,6 +82,16 @@ DOMAIN_PROGRAMS = {
     "multi_apps": ["soffice", "gimp", "vlc", "thunderbird"],
 }
 URL = re.compile(r"https?://")
+URL_HOST = re.compile(r"https?://([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
+# Where a task's URLs are fetched (network_of): the steps and getters whose URLs the harness fetches on the
+# host (SetupController downloads, then uploads the file to the session; the cloud_file getter downloads
+# the expected file; googledrive talks to Google's API), and those whose URLs are compared, never fetched
+# (the tabs to close, the history entries written, a rule's expected URLs). Any other URL of a task's setup
+# or evaluation is opened in the session: by the task's browser (chrome_open_tabs, a start page), by the
+# evaluator through the session's browser (page_info, info_from_website, pdf_from_url), or by the agent
+# browsing to the page the evaluator reads (active_tab_*, active_url_from_accessTree, url_*).
+FETCHED_ON_HOST = {"download", "cloud_file", "googledrive"}
+NOT_FETCHED = {"chrome_close_tabs", "update_browse_history", "rule"}
 # Where a program a task runs is looked up in the root image (the session's PATH, drums-desktop(1)).
 PROGRAM_DIRS = ["usr/local/bin", "usr/bin", "bin", "usr/sbin", "sbin"]
 # Words of a shell command line that are no program of the image: bash's keywords, after which a command
@@ -222,12 +241,42 @@ def task_files(args):
     return [f for f in out if f.name != "test_all.json"]
 
 
-def classify(task, domain, image_root):
-    """None when the task can run here, else why not."""
+def network_of(task):
+    """Where the task's setup and evaluation fetch from the internet: ("offline", []) when they name no
+    http(s) URL; ("host", []) when only the harness on the host fetches (downloads it uploads, expected
+    files); ("session", hosts) when the session itself opens pages, with the host names it opens (what an
+    allow list would name). The task's `source` and `instruction` are not read."""
+    ev = task.get("evaluator", {})
+    units = [(st.get("type"), st) for st in list(task.get("config", [])) + list(ev.get("postconfig", []))]
+    for key in ("result", "expected"):
+        getters = ev.get(key)
+        units += [(g.get("type"), g) for g in (getters if isinstance(getters, list) else [getters]) if isinstance(g, dict)]
+    named, session = False, []
+    for kind, unit in units:
+        text = json.dumps(unit)
+        if not URL.search(text):
+            continue
+        named = True
+        if kind not in FETCHED_ON_HOST and kind not in NOT_FETCHED:
+            session += URL_HOST.findall(text)
+    if not named:
+        return "offline", []
+    return ("session", sorted(set(h.lower() for h in session))) if session else ("host", [])
+
+
+def classify(task, domain, image_root, internet=False, policy="none", proxy_named=False):
+    """None when the task can run here, else why not. internet: the harness's host reaches the pages the
+    tasks name (--internet); policy: the sessions' network policy ($DRUMS_NET); proxy_named: the operator
+    named an upstream proxy ($DRUMS_OSWORLD_PROXY)."""
     if domain == "vs_code":
         return "VS Code: not packaged by Debian, so no Drums image has it"
-    if URL.search(json.dumps(task.get("config", []))) or URL.search(json.dumps(task.get("evaluator", {}))):
+    network, _ = network_of(task)
+    if network != "offline" and not internet:
         return "internet: its setup or evaluation names an http(s) URL (downloads, pages), and these machines have no internet"
+    if network == "session" and policy == "none":
+        return "network policy none: the task opens pages in the session (give the harness DRUMS_NET=internet or allow:...)"
+    if task.get("proxy") and not proxy_named:
+        return "proxy: the task asks for one (\"proxy\": true) and DRUMS_OSWORLD_PROXY names none"
     if domain == "chrome" and image_root:
         # The tasks start `google-chrome --remote-debugging-port=1337` and forward the session's 9222 to it
         # with socat; the getters read the profile ~/.config/google-chrome, which the image's google-chrome
@@ -258,6 +307,10 @@ def main():
     ap.add_argument("--eval-wait", type=float, default=20.0, metavar="SECONDS",
                     help="wait this long after the agent's last action before the evaluation, as OSWorld's "
                     "run_single_example waits before evaluate() (default: 20; no wait when the agent did not act)")
+    ap.add_argument("--internet", action="store_true",
+                    help="the harness's host reaches the pages and files the tasks name (or $DRUMS_OSWORLD_URL_MAP maps "
+                    "them onto a mirror): tasks naming URLs are not skipped for that; those that open pages in the session "
+                    "also need a network policy ($DRUMS_NET other than none), those asking for a proxy $DRUMS_OSWORLD_PROXY")
     ap.add_argument("--cache", default="/tmp/drums-osworld-cache")
     a = ap.parse_args()
     # The records alone on stdout: OSWorld's getters and metrics print as they go (and so do the programs
@@ -285,18 +338,25 @@ def main():
         image_root = os.path.join(os.environ.get("DRUMS_IMAGE_DIR", "/var/lib/drums/images"), "desktop", "root")
     actions = json.loads(Path(a.actions).read_text()) if a.actions else {}
 
+    # What the tools the provider runs read: the sessions' policy (drums-restore, drums-pool) and the
+    # operator's proxy (the provider).
+    policy = os.environ.get("DRUMS_NET") or "none"
+    proxy_named = bool(os.environ.get("DRUMS_OSWORLD_PROXY"))
     tasks = []
     for f in task_files(a.tasks):
         t = json.loads(f.read_text())
         domain = f.parent.name
-        tasks.append((t, domain, classify(t, domain, image_root)))
+        tasks.append((t, domain, classify(t, domain, image_root, a.internet, policy, proxy_named)))
     missing = {t["id"]: missing_programs(t, image_root) for t, _, _ in tasks}
     summary = {}
     seconds = {phase: [] for phase in PHASES}
 
     def emit(rec):
-        d = summary.setdefault(rec["domain"], {"tasks": 0, "runnable": 0, "setup_ok": 0, "evaluated": 0, "score_0": 0, "score_1": 0})
+        d = summary.setdefault(rec["domain"], {"tasks": 0, "offline": 0, "fetch_on_host": 0, "fetch_in_session": 0, "proxy": 0,
+                                               "runnable": 0, "setup_ok": 0, "evaluated": 0, "score_0": 0, "score_1": 0})
         d["tasks"] += 1
+        d[{"offline": "offline", "host": "fetch_on_host", "session": "fetch_in_session"}[rec["network"]]] += 1
+        d["proxy"] += rec["proxy"]
         d["runnable"] += rec["runnable"]
         d["setup_ok"] += bool(rec.get("setup_ok"))
         d["evaluated"] += rec.get("score") is not None
@@ -334,7 +394,9 @@ def main():
     failed = 0
     try:
         for t, domain, reason in tasks:
+            network, hosts = network_of(t)
             rec = {"type": "osworld_task", "id": t["id"], "domain": domain, "runnable": reason is None, "skip_reason": reason,
+                   "network": network, "session_hosts": hosts, "proxy": bool(t.get("proxy", False)),
                    "programs": programs_run_by(t), "missing_programs": missing[t["id"]],
                    "setup_ok": None, "reset_s": None, "take_s": None, "take_source": None, "setup_s": None, "settle_s": None,
                    "agent": a.agent, "solution": None, "actions_s": None, "agent_error": None, "eval_wait_s": None, "eval_s": None,

@@ -16,7 +16,10 @@ is invalid and run again elsewhere. --address local starts a two-node cluster on
 (drums_ray.local), runs, and stops it. --baseline also runs the same rollouts by direct use of the tools
 on the driver's node (restore, reseed, ready per rollout; the same concurrency), in the same run.
 
-stdout: one ray_rollout line per rollout attempt that took a session (node, session, reset_s, score,
+--net POLICY gives the rollouts' sessions (and the pools filled for them) that network policy; each
+ray_rollout record's `net` is the policy its session ran under, read from the session's record.
+
+stdout: one ray_rollout line per rollout attempt that took a session (node, session, net, reset_s, score,
 valid, ...), baseline_rollout lines, a ray_rollouts_summary line last; the same files in --out
 (rollouts.jsonl, summary.json, nodes.json, held/). Exit 0 when every rollout is valid with score 1 and
 nothing was left; 1 otherwise; 2 usage; 4 environment; 5 the driver failed.
@@ -83,7 +86,7 @@ def ray_arm(a, ray, cluster, env, held_dir):
             opts["scheduling_strategy"] = drums_ray.cluster.on_node(live[turn[0] % len(live)])
         else:
             opts["scheduling_strategy"] = "SPREAD"
-        ref = remote_run.options(**opts).remote(env, a.task, i, a.hold, held_dir, time.time())
+        ref = remote_run.options(**opts).remote(env, a.task, i, a.hold, held_dir, time.time(), a.net)
         pending[ref] = i
 
     while todo or pending:
@@ -129,6 +132,8 @@ def baseline_arm(a, ckpt, task):
     """The same rollouts by direct use of the tools on this node, as first-check.sh's post_setup block
     resets (restore, reseed, ready per rollout), --concurrency at a time; (records, wall seconds)."""
     env = dict(benchlib.ENV)
+    if a.net is not None:
+        env["DRUMS_NET"] = a.net  # the same policy as the Ray arm's sessions
     env["DRUMS_CHECKPOINT_DIR"] = os.path.dirname(ckpt["dir"])
     if ckpt.get("mapped"):
         env["DRUMS_MAPPED_DIR"] = os.path.dirname(ckpt["mapped"]["dir"])
@@ -179,6 +184,10 @@ def main():
     p.add_argument("--copy-via", default=None, help="copy the checkpoint through this directory instead of Ray's object store")
     p.add_argument("--hold", type=float, default=0.0, help="seconds each rollout waits between begin and finish (an agent thinking)")
     p.add_argument("--baseline", action="store_true", help="also run the rollouts by direct use of the tools on this node")
+    p.add_argument("--net", default=None, metavar="POLICY",
+                   help="the network policy of the rollouts' sessions (none, internet, allow:ENTRY,...; drums(7), \"Network "
+                   "boundary\"), their pools' too; default: each node's own (its DRUMS_NET, else none). The uplink and "
+                   "resolver are each node's (DRUMS_UPLINK, DRUMS_NET_DNS where its `ray start` ran)")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     keep_stdout_for_records()
@@ -209,7 +218,7 @@ def main():
     made_env = None
     copied_to = []  # nodes this run copied a checkpoint it did not make to: the copies are removed at the end
     summary = {"type": "ray_rollouts_summary", "address": a.address, "rollouts_asked": a.rollouts, "concurrency": a.concurrency,
-               "pool_depth": a.pool_depth, "hold_s": a.hold, "task": a.task}
+               "pool_depth": a.pool_depth, "hold_s": a.hold, "task": a.task, "net": a.net}
     rc = 5
     records, base = [], []
     try:
@@ -255,7 +264,7 @@ def main():
         # Outside the clock: the pools, and one idle Ray worker per slot in use (a worker's first start).
         t = time.monotonic()
         if a.pool_depth:
-            summary["pools"] = cluster.fill(env, a.pool_depth)
+            summary["pools"] = cluster.fill(env, a.pool_depth, net=a.net)
         warm = [ray.remote(lambda: ray.get_runtime_context().get_node_id()).options(num_cpus=0, resources={config.RESOURCE: 1}, scheduling_strategy="SPREAD").remote()
                 for _ in range(a.concurrency * 2)]
         ray.get(warm)

@@ -261,7 +261,9 @@ impl Drop for DrainOnDrop {
 }
 
 /// With a warm pool of the checkpoint filled, start_emulator takes its parked sibling; once the pool is
-/// empty, the revert restores one.
+/// empty, the revert restores one. A harness under another network policy than the pool's (DRUMS_NET
+/// allow:..., the stand-in internet as its uplink) does not get the pool's sibling: it is destroyed
+/// unused and one is restored under the harness's policy.
 #[test]
 fn start_emulator_takes_from_the_warm_pool() {
     require_root();
@@ -271,12 +273,16 @@ fn start_emulator_takes_from_the_warm_pool() {
     let (ckpt_file, ckpt, _remove) = checkpoint(&tmp.0);
     let id = ckpt.id.clone();
     let _drain = DrainOnDrop(id.clone());
-    let fill = Command::new(tool("drums-pool"))
-        .args(["fill", "--checkpoint", &id, "--depth", "1"])
-        .env("PATH", path_with_tools())
-        .output()
-        .unwrap();
-    assert!(fill.status.success(), "drums-pool fill: {}", text(&fill.stderr));
+    let fill = || {
+        let fill = Command::new(tool("drums-pool"))
+            .args(["fill", "--checkpoint", &id, "--depth", "1"])
+            .env("PATH", path_with_tools())
+            .env_remove("DRUMS_NET")
+            .output()
+            .unwrap();
+        assert!(fill.status.success(), "drums-pool fill: {}", text(&fill.stderr));
+    };
+    fill();
     let script = r#"
 import json, sys
 import drums_osworld
@@ -284,21 +290,43 @@ drums_osworld.register()
 from desktop_env.desktop_env import DesktopEnv
 env = DesktopEnv(provider_name="drums", path_to_vm=sys.argv[1], require_a11y_tree=False, cache_dir=sys.argv[2])
 try:
+    policies = [(json.loads(env.provider.session).get("egress") or {}).get("policy")]
     env.is_environment_used = True  # as after an episode: the next reset reverts
     env.reset()
+    policies.append((json.loads(env.provider.session).get("egress") or {}).get("policy"))
 finally:
     env.close()
-print(json.dumps(env.provider.takes))
+print(json.dumps({"takes": env.provider.takes, "refused": env.provider.pool_refused, "policies": policies}))
 "#;
-    let o = python(script, &[ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()]).output().unwrap();
-    let out = text(&o.stdout);
-    assert!(o.status.success(), "the harness failed: {}\n{out}", text(&o.stderr));
-    let takes: Vec<Take> = decode(out.lines().last().unwrap_or(""));
-    eprintln!("takes: {takes:?}");
+    let run = |env: &[(&str, &str)]| -> (Vec<Take>, Value) {
+        let mut c = python(script, &[ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()]);
+        for k in ["DRUMS_NET", "DRUMS_UPLINK", "DRUMS_NET_DNS", "DRUMS_OSWORLD_PROXY"] {
+            c.env_remove(k);
+        }
+        let o = c.envs(env.iter().copied()).output().unwrap();
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "the harness failed: {}\n{out}", text(&o.stderr));
+        let v: Value = decode(out.lines().last().unwrap_or(""));
+        eprintln!("{v}");
+        (serde_json::from_value(v["takes"].clone()).unwrap(), v)
+    };
+    let (takes, v) = run(&[]);
     assert_eq!(takes.len(), 2, "{takes:?}");
     assert_eq!(takes[0].source, "pool", "{takes:?}");
     assert_eq!(takes[1].source, "restore", "the pool held one sibling: {takes:?}");
     assert!(takes.iter().all(|t| t.checkpoint == ckpt.id), "{takes:?}");
+    assert_eq!((v["refused"].clone(), v["policies"].clone()), (serde_json::json!([]), serde_json::json!([null, null])), "{v}");
+
+    // The pool's sibling runs under none; a harness under an allow list restores its own. Its sessions
+    // run no task: they send nothing, and their uplink is the stand-in's anyway.
+    fill();
+    let standin = egress::StandIn::up();
+    let uplink = format!("{}:{}", egress::UPLINK, egress::GATEWAY);
+    let (takes, v) = run(&[("DRUMS_NET", "allow:web.example.org"), ("DRUMS_UPLINK", uplink.as_str()), ("DRUMS_NET_DNS", egress::DNS)]);
+    assert_eq!(takes.iter().map(|t| t.source.as_str()).collect::<Vec<_>>(), ["restore", "restore"], "{v}");
+    assert_eq!(v["refused"], serde_json::json!([{"checkpoint": id, "policy": "none", "wanted": "allow:web.example.org"}]), "{v}");
+    assert_eq!(v["policies"], serde_json::json!(["allow:web.example.org", "allow:web.example.org"]), "{v}");
+    drop(standin);
 }
 
 /// A restored sibling through DesktopEnv: the task's config with `extra` steps appended, then `action`
@@ -620,10 +648,17 @@ finally:
 mod egress;
 
 /// Runs PROXY_EPISODE with `env`, answering each step `look` saw.
-fn proxy_episode(ckpt_file: &Path, cache: &Path, env: &[(&str, &str)], mut look: impl FnMut(&str, &Value)) {
+fn proxy_episode(ckpt_file: &Path, cache: &Path, env: &[(&str, &str)], look: impl FnMut(&str, &Value)) {
+    stepped_episode(PROXY_EPISODE, &[ckpt_file.to_str().unwrap(), cache.to_str().unwrap(), egress::PROXY], env, look)
+}
+
+/// Runs a harness script that reports steps (`{"step", "value"}` lines) and waits for a line on its stdin
+/// after each, with only `env` of the network variables: `look` sees each step once the routes of a
+/// session record it carries are checked (before the harness goes on to send anything).
+fn stepped_episode(script: &str, args: &[&str], env: &[(&str, &str)], mut look: impl FnMut(&str, &Value)) {
     use std::io::{BufRead, Write};
-    let mut c = python(PROXY_EPISODE, &[ckpt_file.to_str().unwrap(), cache.to_str().unwrap(), egress::PROXY]);
-    for k in ["DRUMS_NET", "DRUMS_UPLINK", "DRUMS_NET_DNS", "DRUMS_NET_EXCEPT", "DRUMS_NET_PROXY", "DRUMS_NET_RATE", "DRUMS_OSWORLD_PROXY"] {
+    let mut c = python(script, args);
+    for k in ["DRUMS_NET", "DRUMS_UPLINK", "DRUMS_NET_DNS", "DRUMS_NET_EXCEPT", "DRUMS_NET_PROXY", "DRUMS_NET_RATE", "DRUMS_OSWORLD_PROXY", "DRUMS_OSWORLD_URL_MAP"] {
         c.env_remove(k);
     }
     c.envs(env.iter().copied()).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
@@ -636,7 +671,7 @@ fn proxy_episode(ckpt_file: &Path, cache: &Path, env: &[(&str, &str)], mut look:
         let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
         let Some(step) = v["step"].as_str() else { continue };
         seen.push(step.to_string());
-        if step == "taken" || step == "proxied" || step == "plain" {
+        if v["value"]["type"] == "session" {
             let s: Session = serde_json::from_value(v["value"].clone()).unwrap();
             if s.egress.is_some() {
                 egress::check_routes(&s);
@@ -723,4 +758,124 @@ fn osworld_proxy_tasks_get_the_operators_proxy() {
         }
     });
     assert_eq!(steps, ["taken", "unnamed", "under_none"]);
+}
+
+/// An OSWorld chrome task whose setup opens web pages, run on a stand-in internet (tests/egress_common.rs)
+/// through the provider's URL map ($DRUMS_OSWORLD_URL_MAP, docs/osworld.md "Tasks on a stand-in
+/// internet"). chrome/06fe7178 ("bring back the last tab I shut down") is read verbatim from the shared
+/// task files: its setup starts `google-chrome`, forwards DevTools with socat, opens three sites and closes
+/// one; its evaluator wants all three open; it sets `"proxy": true`. Its three sites are mapped onto three
+/// names of the stand-in. In a restored sibling under policy internet, with the stand-in's proxy box as the
+/// operator's proxy: the two tabs the setup leaves show the stand-in's page, loaded through the proxy; the
+/// evaluator scores 0; the task's reference solution (a click on the address bar, then Ctrl+Shift+T, sent
+/// through env.step) brings the third back and it scores 1. The
+/// harness on the host resolves no name meanwhile (tldextract, which the evaluator uses, reads its bundled
+/// suffix list instead of fetching one).
+const URL_MAP_EPISODE: &str = r#"
+import importlib.util, ipaddress, json, os, socket, sys, time
+names = []
+resolve = socket.getaddrinfo
+def watched(host, *a, **k):
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        names.append(host)  # a name the host would look up with its own resolver
+    return resolve(host, *a, **k)
+socket.getaddrinfo = watched
+import drums_osworld
+drums_osworld.register()
+from desktop_env.desktop_env import DesktopEnv
+from desktop_env.evaluators.getters import get_open_tabs_info
+import tldextract
+
+task_file, ckpt_file, cache, solutions = sys.argv[1:5]
+task = json.load(open(task_file))
+rec = lambda: json.loads(env.provider.session)
+def say(k, v):
+    print(json.dumps({"step": k, "value": v}), flush=True)
+    sys.stdin.readline()  # the test looks (and checks the routes before anything is sent)
+def tabs():
+    return sorted((t["url"], t["title"]) for t in get_open_tabs_info(env, {}) or [])
+def score_until(want, seconds):
+    t0 = time.monotonic()
+    while True:
+        s = env.evaluate()
+        if s == want or time.monotonic() - t0 > seconds:
+            return s
+        time.sleep(2)
+env = DesktopEnv(provider_name="drums", path_to_vm=ckpt_file, action_space="pyautogui", headless=True,
+                 require_a11y_tree=False, cache_dir=cache)
+try:
+    say("taken", rec())
+    env.reset(task_config=task)
+    say("set_up", {"session": rec(), "tabs": tabs()})
+    say("score_before", env.evaluate())
+    # The agent's action, the task's reference solution (pipelines/osworld/solutions/chrome/06fe7178.py):
+    # a click on the browser's address bar, then Ctrl+Shift+T, each through env.step.
+    sys.path.insert(0, solutions)
+    spec = importlib.util.spec_from_file_location("solution_06fe7178", os.path.join(solutions, "chrome", "06fe7178.py"))
+    solution = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(solution)
+    solution.solve(env, None)
+    score = score_until(1, 30)
+    say("after", {"score": score, "tabs": tabs()})
+    e = tldextract.extract("http://www.example.co.uk/")
+    say("tldextract", [e.subdomain, e.domain, e.suffix])
+finally:
+    env.close()
+say("names_resolved", names)
+"#;
+
+#[test]
+fn an_osworld_chrome_task_opens_its_tabs_on_the_stand_in_and_evaluates() {
+    require_root();
+    let _ = harness_dir();
+    let task = shared_task("examples/chrome/06fe7178-4491-4589-810f-2e2bc9502122.json");
+    let _lock = session_lock();
+    let root = drums::image::images_root().join(drums::image::DEFAULT_IMAGE).join("root");
+    assert!(root.join("usr/bin/socat").exists(), "the default image has no socat, which the chrome tasks forward DevTools with: rebuild it with pipelines/image.sh (pipelines/images/desktop.packages names it)");
+    let standin = egress::StandIn::up();
+    let tmp = temp_dir("urlmap");
+    let (ckpt_file, _ckpt, _remove) = checkpoint(&tmp.0);
+    let cache = tmp.0.join("cache");
+    let uplink = format!("{}:{}", egress::UPLINK, egress::GATEWAY);
+    // The task's three sites, each onto a name of the stand-in (web 198.51.100.10, other .11, sub .12).
+    let sites = [("https://www.lonelyplanet.com", "http://web.example.org"), ("https://www.airbnb.com", "http://other.example.org"), ("https://www.tripadvisor.com", "http://sub.example.net")];
+    let map: Vec<String> = sites.iter().map(|(a, b)| format!("{a}={b}")).collect();
+    let map = map.join(" ");
+    let env = [("DRUMS_NET", "internet"), ("DRUMS_UPLINK", uplink.as_str()), ("DRUMS_NET_DNS", egress::DNS), ("DRUMS_OSWORLD_PROXY", egress::PROXY), ("DRUMS_OSWORLD_URL_MAP", map.as_str())];
+    let through = |host: &str| standin.proxy_requests().iter().filter(|l| l.contains(&format!(" GET http://{host}/"))).count();
+    let page = |host: &str| (format!("http://{host}/"), egress::PAGE_TITLE.to_string());
+    let mut steps = vec![];
+    let solutions = repo_root().join("pipelines/osworld/solutions");
+    let args = [task.to_str().unwrap(), ckpt_file.to_str().unwrap(), cache.to_str().unwrap(), solutions.to_str().unwrap()];
+    stepped_episode(URL_MAP_EPISODE, &args, &env, |step, v| {
+        steps.push(step.to_string());
+        match step {
+            "taken" => {
+                let s: Session = serde_json::from_value(v.clone()).unwrap();
+                assert!(s.restore.is_some(), "the harness's session is not a restored sibling: {}", json(&s));
+                assert_eq!(s.egress.as_ref().map(|e| e.policy.to_string()).as_deref(), Some("internet"), "{}", json(&s));
+            }
+            "set_up" => {
+                let s: Session = serde_json::from_value(v["session"].clone()).unwrap();
+                assert_eq!(s.egress.as_ref().unwrap().proxy.as_deref(), Some(egress::PROXY), "the task's \"proxy\" was not given: {}", json(&s));
+                let tabs: Vec<(String, String)> = serde_json::from_value(v["tabs"].clone()).unwrap();
+                assert_eq!(tabs, vec![page("other.example.org"), page("web.example.org")], "the tabs the setup left");
+                for host in ["web.example.org", "other.example.org", "sub.example.net"] {
+                    assert!(through(host) >= 1, "{host} was not loaded through the proxy: {:?}", standin.proxy_requests());
+                }
+            }
+            "score_before" => assert_eq!(v.as_f64(), Some(0.0), "before the agent acts"),
+            "after" => {
+                let tabs: Vec<(String, String)> = serde_json::from_value(v["tabs"].clone()).unwrap();
+                assert_eq!(v["score"].as_f64(), Some(1.0), "after Ctrl+Shift+T, with the tabs {tabs:?}");
+                assert_eq!(tabs, vec![page("other.example.org"), page("sub.example.net"), page("web.example.org")]);
+            }
+            "tldextract" => assert_eq!(v, &serde_json::json!(["www", "example", "co.uk"])),
+            "names_resolved" => assert_eq!(v, &serde_json::json!([]), "the harness looked names up on the host"),
+            other => panic!("unexpected step {other}: {v}"),
+        }
+    });
+    assert_eq!(steps, ["taken", "set_up", "score_before", "after", "tldextract", "names_resolved"]);
 }

@@ -23,6 +23,14 @@ struct Listed {
     programs: Vec<String>,
     #[serde(default)]
     missing_programs: Option<Vec<String>>,
+    #[serde(default)]
+    skip_reason: Option<String>,
+    #[serde(default)]
+    network: String,
+    #[serde(default)]
+    session_hosts: Vec<String>,
+    #[serde(default)]
+    proxy: bool,
 }
 
 /// The shared OSWorld tasks: `../shared` beside the project, or `$DRUMS_SHARED` (a checkout elsewhere, such
@@ -35,11 +43,20 @@ fn shared_examples() -> PathBuf {
 }
 
 fn list(image_root: &Path, tasks: &[PathBuf]) -> Vec<Listed> {
+    list_with(image_root, tasks, &[], &[])
+}
+
+/// `osworld-run.py --list` with `flags` more, and only `env` of the variables it reads for the network.
+fn list_with(image_root: &Path, tasks: &[PathBuf], flags: &[&str], env: &[(&str, &str)]) -> Vec<Listed> {
     let o = Command::new(repo_root().join("pipelines/osworld-run.py"))
         .arg("--list")
         .arg("--image-root")
         .arg(image_root)
+        .args(flags)
         .args(tasks)
+        .env_remove("DRUMS_NET")
+        .env_remove("DRUMS_OSWORLD_PROXY")
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert!(o.status.success(), "osworld-run.py --list: {}", text(&o.stderr));
@@ -94,6 +111,43 @@ fn the_program_check_names_what_an_image_lacks() {
     let listed = list(&lacking.0, &tasks);
     assert_eq!(by_id(&listed, &volume).missing_programs, Some(vec!["pulseaudio".to_string(), "pactl".to_string()]));
     assert_eq!(by_id(&listed, &banners).missing_programs, Some(vec!["gsettings".to_string()]));
+}
+
+/// Where each task fetches (docs/osworld.md, "Tasks on the internet"), counted over the shared tasks as the
+/// doc gives the counts, and what a task that names URLs needs to run: the host's internet (--internet),
+/// a network policy when the session opens pages itself, the operator's proxy when it asks for one.
+#[test]
+fn the_list_tells_where_each_task_fetches_and_what_it_needs() {
+    let image = image_with(&["chromium", "google-chrome", "socat", "soffice", "gimp", "vlc", "thunderbird"]);
+    let all = list(&image.0, &[shared_examples()]);
+    let count = |f: &dyn Fn(&Listed) -> bool| all.iter().filter(|t| f(t)).count();
+    assert_eq!(all.len(), 369);
+    assert_eq!(count(&|t| t.network == "offline"), 65);
+    assert_eq!(count(&|t| t.network == "host"), 249);
+    assert_eq!(count(&|t| t.network == "session"), 55);
+    assert_eq!(count(&|t| t.proxy), 52);
+    assert_eq!(count(&|t| t.network == "session" && t.domain == "chrome"), 32);
+    assert_eq!(count(&|t| t.network == "session" && t.domain == "multi_apps"), 23);
+    assert!(all.iter().all(|t| t.session_hosts.is_empty() == (t.network != "session")), "session_hosts only for session tasks");
+    assert!(all.iter().filter(|t| t.network != "offline" && t.domain != "vs_code").all(|t| !t.runnable && t.skip_reason.as_deref().unwrap_or("").starts_with("internet")));
+
+    let tabs = shared_examples().join("chrome/06fe7178-4491-4589-810f-2e2bc9502122.json");
+    let download = shared_examples().join("gimp/045bf3ff-9077-4b86-b483-a1040a949cff.json");
+    let tasks = [tabs, download];
+    let run = |env: &[(&str, &str)]| -> (Listed, Listed) {
+        let l = list_with(&image.0, &tasks, &["--internet"], env);
+        (l[0].clone(), l[1].clone())
+    };
+    let (t, d) = run(&[]);
+    assert_eq!((t.network.as_str(), t.proxy, d.network.as_str(), d.proxy), ("session", true, "host", false));
+    assert_eq!(t.session_hosts, ["www.airbnb.com", "www.lonelyplanet.com", "www.tripadvisor.com"]);
+    // The host fetches for a download task: its sessions may stay under none.
+    assert!(d.runnable, "{d:?}");
+    assert!(!t.runnable && t.skip_reason.as_deref().unwrap().starts_with("network policy none"), "{t:?}");
+    let (t, _) = run(&[("DRUMS_NET", "internet")]);
+    assert!(!t.runnable && t.skip_reason.as_deref().unwrap().starts_with("proxy"), "{t:?}");
+    let (t, d) = run(&[("DRUMS_NET", "internet"), ("DRUMS_OSWORLD_PROXY", "http://192.0.2.80:3128")]);
+    assert!(t.runnable && d.runnable, "{t:?} {d:?}");
 }
 
 /// Programs offline tasks start that the OSWorld image does not have, each with its cause: a program only

@@ -366,3 +366,127 @@ fn take_goes_elsewhere_when_a_node_is_full_and_snapshot_makes_an_environment_on_
     let ours: Vec<String> = r["sessions"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
     assert_nothing_left(&before, &ours);
 }
+
+#[path = "egress_common.rs"]
+mod egress;
+
+/// Whether traffic from a session at `addr` behind the host link `host_if` goes into the stand-in
+/// (tests/egress_common.rs) for every address a browsing rollout may use: (ok, what `ip route get` said).
+fn routed_into_standin(addr: &str, host_if: &str) -> (bool, String) {
+    let mut said = String::new();
+    for dst in [egress::WEB, egress::DNS, "198.51.100.11", "10.0.0.10", "169.254.169.254"] {
+        let o = Command::new("ip").args(["route", "get", dst, "from", addr, "iif", host_if]).output().unwrap();
+        let r = text(&o.stdout);
+        said.push_str(&r);
+        if !r.contains(&format!("via {} dev {}", egress::GATEWAY, egress::UPLINK)) {
+            return (false, format!("{dst}: {r}{}", text(&o.stderr)));
+        }
+    }
+    (true, said)
+}
+
+/// One ray-rollouts.py run of tests/data/ray-fetch.json (the agent's step fetches http://web.example.org/
+/// in the session) under `net`, the nodes reaching the stand-in by their DRUMS_UPLINK and DRUMS_NET_DNS.
+/// While it runs, every session a rollout holds (its marker in --out/held, written before the task's
+/// first step) is checked to route into the stand-in; a session that does not fails the test.
+fn fetch_run(name: &str, net: &str, args: &[&str]) -> (Option<i32>, Vec<Value>, String, usize) {
+    let out = out_dir(name);
+    let uplink = format!("{}:{}", egress::UPLINK, egress::GATEWAY);
+    let child = Command::new("python3")
+        .arg(repo_root().join("pipelines/ray-rollouts.py"))
+        .args(["--address", "local", "--out"])
+        .arg(&out)
+        .args(["--env", repo_root().join("tests/data/ray-fetch.json").to_str().unwrap(), "--net", net, "--slots", "2"])
+        .args(args)
+        .env("PATH", path_with_tools())
+        .env_remove("DRUMS_NET")
+        .env("DRUMS_UPLINK", &uplink)
+        .env("DRUMS_NET_DNS", egress::DNS)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (done, seen) = (std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)), std::sync::Arc::new(std::sync::Mutex::new(vec![])));
+    let watcher = {
+        let (done, seen, held) = (done.clone(), seen.clone(), out.join("held"));
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                for e in std::fs::read_dir(&held).into_iter().flatten().flatten() {
+                    let Ok(m) = std::fs::read_to_string(e.path()) else { continue };
+                    let Ok(m) = serde_json::from_str::<Value>(&m) else { continue };
+                    let id = m["session"].as_str().unwrap_or_default().to_string();
+                    if seen.lock().unwrap().iter().any(|(s, _): &(String, _)| *s == id) {
+                        continue;
+                    }
+                    let verdict = match (m["session_addr"].as_str(), m["host_if"].as_str(), m["net"].as_str()) {
+                        (_, _, Some("none")) => (true, "policy none: nothing is routed out".to_string()),
+                        (Some(a), Some(h), _) => routed_into_standin(a, h),
+                        _ => (false, format!("a marker without the session's address: {m}")),
+                    };
+                    seen.lock().unwrap().push((id, verdict));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let (code, recs, stderr) = finish(child);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    watcher.join().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    for (id, (ok, said)) in &seen {
+        assert!(ok, "session {id} of a {net} rollout was not routed into the stand-in: {said}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    (code, recs, stderr, seen.len())
+}
+
+/// A rollout's network policy (docs/ray.md, "Network policy"), against a stand-in internet
+/// (tests/egress_common.rs): before anything is sent, a session made under the nodes' settings routes into
+/// the stand-in; rollouts under allow:web.example.org, taken from pools filled under that policy, reach
+/// the stand-in's page from inside their sessions (score 1, `net` in their records, the stand-in's log);
+/// a rollout under none is refused (score 0, nothing more in the stand-in's log). Nothing is left.
+#[test]
+fn a_rollout_gets_the_network_policy_it_asks_for() {
+    require_root();
+    require_ray();
+    let _lock = session_lock();
+    let before = inventory();
+    let standin = egress::StandIn::up();
+    const ALLOW: &str = "allow:web.example.org";
+    {
+        // namespaces_with checks the routes of the session it makes (and sends nothing).
+        let mut guard = Sessions(vec![]);
+        let (_, s) = egress::namespaces_with(egress::net_args(ALLOW), &mut guard);
+        assert_eq!(s.egress.as_ref().map(|e| e.policy.to_string()).as_deref(), Some(ALLOW));
+    }
+    let mut ours = vec![];
+
+    let (code, recs, stderr, watched) = fetch_run("net-allow", ALLOW, &["--rollouts", "2", "--concurrency", "2", "--pool-depth", "1", "--hold", "2"]);
+    let s = of(&recs, "ray_rollouts_summary").pop().cloned().unwrap_or_else(|| panic!("no summary\n{stderr}"));
+    assert_eq!(code, Some(0), "{s}\n{stderr}");
+    assert_eq!(s["net"], ALLOW, "{s}");
+    let rollouts = of(&recs, "ray_rollout");
+    assert_eq!(rollouts.len(), 2, "{stderr}");
+    assert_eq!(watched, 2, "the route check saw {watched} of the 2 rollouts' sessions");
+    for r in &rollouts {
+        assert_eq!(r["net"], ALLOW, "{r}");
+        assert_eq!((r["valid"].as_bool(), r["score_before_action"].as_f64(), r["score"].as_f64()), (Some(true), Some(0.0), Some(1.0)), "{r}");
+    }
+    assert!(s["take_kinds"]["pool"].as_u64().unwrap_or(0) >= 1, "no rollout took a sibling of the pool filled under {ALLOW}: {s}");
+    assert!(standin.web_requests() >= 2, "the stand-in saw {} requests", standin.web_requests());
+    assert_cluster_gone(&s);
+    ours.extend(session_ids(&recs));
+
+    let served = standin.web_requests();
+    let (code, recs, stderr, _) = fetch_run("net-none", "none", &["--rollouts", "1", "--pool-depth", "0"]);
+    let s = of(&recs, "ray_rollouts_summary").pop().cloned().unwrap_or_else(|| panic!("no summary\n{stderr}"));
+    // Exit 1: the rollout is valid but does not score 1 (its fetch was refused).
+    assert_eq!(code, Some(1), "{s}\n{stderr}");
+    let r = of(&recs, "ray_rollout").pop().cloned().unwrap_or_else(|| panic!("no rollout\n{stderr}"));
+    assert_eq!(r["net"], "none", "{r}");
+    assert_eq!((r["valid"].as_bool(), r["fault"].clone(), r["score"].as_f64()), (Some(true), Value::Null, Some(0.0)), "{r}");
+    assert_eq!(standin.web_requests(), served, "a rollout under none reached the stand-in");
+    assert_cluster_gone(&s);
+    ours.extend(session_ids(&recs));
+    assert_nothing_left(&before, &ours);
+}

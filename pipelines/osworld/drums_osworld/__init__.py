@@ -1,7 +1,7 @@
 """OSWorld's harness on Drums sessions: `register()`, then an unchanged
 `DesktopEnv(provider_name="drums", path_to_vm=CHECKPOINT, ...)`.
 
-Nothing on disk is patched. `register()` does four things in this process, and only these
+Nothing on disk is patched. `register()` does five things in this process, and only these
 (docs/osworld.md, "How register() hooks in"):
 
 1. Modules that desktop_env imports at load time and Drums does not install (ABSENT, with the reason)
@@ -19,14 +19,27 @@ Nothing on disk is patched. `register()` does four things in this process, and o
    DrumsProvider.want_proxy before the original reset runs, so the sessions the task runs on get the
    operator's upstream proxy ($DRUMS_OSWORLD_PROXY), and a task asking for one when none is named fails
    before it starts. OSWorld's own proxy setup (enable_proxy, which installs tinyproxy in the VM with
-   apt-get) is not used.
+   apt-get) is not used. With $DRUMS_OSWORLD_URL_MAP set, the same wrapper rewrites the task's URLs first
+   (url_map, map_task_urls): a test or an operator points a task at a mirror or a stand-in internet.
+5. tldextract, which OSWorld's evaluators use to compare URLs, reads the public suffix list bundled with
+   it instead of fetching one from the internet at its first call (by a name lookup through the host's
+   resolver, then HTTPS): a harness's host sends nothing for it, and the answer does not depend on
+   whether the host has the internet.
 """
+import copy
 import importlib.abc
 import importlib.machinery
+import os
+import re
 import sys
 import types
 
-__all__ = ["register", "ABSENT", "DrumsProvider", "DrumsVMManager"]
+__all__ = ["register", "ABSENT", "DrumsProvider", "DrumsVMManager", "url_map", "map_task_urls"]
+
+# The harness's URL map (docs/osworld.md, "Tasks on a stand-in internet"): whitespace-separated
+# PREFIX=REPLACEMENT pairs (a prefix holds no `=`); every occurrence of a prefix in a task's config and
+# evaluator is replaced, the longest prefix first, before the task's setup runs.
+URL_MAP_ENV = "DRUMS_OSWORLD_URL_MAP"
 
 # Imported by desktop_env's evaluators at load time, not installed (pipelines/osworld/requirements.txt
 # has what is): name -> why. A task that reaches one fails with this reason and is not counted as working.
@@ -98,16 +111,69 @@ def register():
         providers.create_vm_manager_and_provider = create_vm_manager_and_provider
     de.create_vm_manager_and_provider = providers.create_vm_manager_and_provider
     _admit_clean_start(de.DesktopEnv)
-    _map_task_proxy(de.DesktopEnv, DrumsProvider)
+    url_map()  # a malformed map fails here, before any session is taken
+    _map_task(de.DesktopEnv, DrumsProvider)
+    _offline_suffix_list()
 
 
-def _map_task_proxy(env_class, provider_class):
+def url_map(text=None):
+    """$DRUMS_OSWORLD_URL_MAP (or `text`) as a list of (prefix, replacement), the longest prefix first.
+    ValueError for a pair without `=` or with an empty prefix."""
+    text = os.environ.get(URL_MAP_ENV, "") if text is None else text
+    pairs = []
+    for word in text.split():
+        prefix, eq, repl = word.partition("=")
+        if not eq or not prefix:
+            raise ValueError(f"{URL_MAP_ENV}: {word!r} is not PREFIX=REPLACEMENT")
+        pairs.append((prefix, repl))
+    return sorted(pairs, key=lambda p: -len(p[0]))
+
+
+def map_task_urls(task, pairs):
+    """A copy of `task` with every occurrence of each prefix of `pairs` (url_map's) in the strings of its
+    `config` and `evaluator` replaced (other keys, such as `source`, are kept: they are not fetched). One
+    pass over each string: a replacement is not mapped again."""
+    if not pairs or not task:
+        return task
+    table = dict(pairs)
+    pattern = re.compile("|".join(re.escape(p) for p, _ in pairs))
+
+    def walk(v):
+        if isinstance(v, str):
+            return pattern.sub(lambda m: table[m.group(0)], v)
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        return v
+
+    out = copy.copy(task)
+    for key in ("config", "evaluator"):
+        if key in out:
+            out[key] = walk(out[key])
+    return out
+
+
+def _offline_suffix_list():
+    # tldextract's module-level extractor (what tldextract.extract calls) would fetch the public suffix
+    # list from the internet at its first use, resolving the list's host name through the host's resolver;
+    # with no URLs to try it reads the snapshot bundled with the package. Also what it does on a host
+    # without the internet, only without the lookup and the wait for it.
+    try:
+        import tldextract.tldextract as tx
+    except ImportError:
+        return
+    tx.TLD_EXTRACTOR.suffix_list_urls = ()
+
+
+def _map_task(env_class, provider_class):
     original = env_class.reset
     if getattr(original, "drums", False):
         return
 
     def reset(self, task_config=None, *args, **kwargs):
         if isinstance(getattr(self, "provider", None), provider_class):
+            task_config = map_task_urls(task_config, url_map())
             self.provider.want_proxy(bool((task_config or {}).get("proxy", False)))
         return original(self, task_config, *args, **kwargs)
 

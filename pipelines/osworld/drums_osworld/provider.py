@@ -119,6 +119,9 @@ class DrumsProvider(Provider):
         self.takes = []
         # Whether the current task asked for a proxy (its "proxy"; drums_osworld.register's reset hook sets it).
         self.proxy_wanted = False
+        # Siblings taken from a warm pool and destroyed unused because their network policy was not the
+        # harness's: {"checkpoint", "policy", "wanted"}.
+        self.pool_refused = []
         atexit.register(self._destroy)
 
     # -- the interface ---------------------------------------------------------------------------------
@@ -207,6 +210,14 @@ class DrumsProvider(Provider):
             # Exit 1: the pool emptied meanwhile (or refused every sibling); restore one instead.
             if p.returncode == 0:
                 out = p.stdout
+                # A pool's siblings run under the policy it was filled with (drums-pool fill --net); the
+                # harness's sessions must run under its own ($DRUMS_NET, as a restore here applies it), never
+                # under a wider one it did not ask for: another policy's sibling is destroyed, and one restored.
+                got = _policy_of(json.loads(out.splitlines()[0]) if out.strip() else {})
+                if got != wanted_policy():
+                    subprocess.run(["drums-sweep"], input=out, capture_output=True, text=True, env=_env())
+                    self.pool_refused.append({"checkpoint": ckpt.id, "policy": got, "wanted": wanted_policy()})
+                    out = None
             elif p.returncode != 1:
                 raise DrumsError(f"drums-pool take --checkpoint {ckpt.id} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
         if out is None:
@@ -265,6 +276,17 @@ class DrumsProvider(Provider):
         if self.session is not None:
             rec, self.session = self.session, None
             _run(["drums-sweep"], rec + "\n")
+
+
+def wanted_policy():
+    """The network policy the harness's sessions run under: $DRUMS_NET as drums-restore reads it (the
+    sessions the provider restores get it from there), else none."""
+    return (os.environ.get("DRUMS_NET") or "none").strip()
+
+
+def _policy_of(rec):
+    """The network policy a session record says it runs under (`egress.policy`; absent: none)."""
+    return (rec.get("egress") or {}).get("policy") or "none"
 
 
 def _proxy_url(p):

@@ -132,18 +132,21 @@ class Cluster:
         self.refresh()
         return out
 
-    def fill(self, env, depth, wait=True, timeout=300):
+    def fill(self, env, depth, wait=True, timeout=300, net=None):
+        """Every live node keeps DEPTH parked siblings of ENV under network policy NET (None: each node's
+        own, its DRUMS_NET)."""
         for n in self.live():
-            self.call(n, "fill", env, depth)
+            self.call(n, "fill", env, depth, net)
         if wait:
-            return {self.info[n]["node"]: self.call(n, "wait_filled", env, timeout, timeout=timeout + 30) for n in self.live()}
+            return {self.info[n]["node"]: self.call(n, "wait_filled", env, timeout, net, timeout=timeout + 30) for n in self.live()}
 
     # ---- sessions
 
-    def take(self, env, prefer=None):
-        """A ready session of ENV from a node with capacity: the preferred node first, then the others by
-        free slots; a dead or full node is skipped. The lease: node, node_id, session, guest_url,
-        devtools_port, record."""
+    def take(self, env, prefer=None, net=None):
+        """A ready session of ENV under network policy NET (None: the node's own) from a node with
+        capacity: the preferred node first, then the others by free slots; a dead or full node is skipped.
+        The lease: node, node_id, session, guest_url, devtools_port, net (the policy the session runs
+        under, from its record), record."""
         order = sorted(self.live(), key=lambda n: -(self.info[n]["ceilings"]["max_sessions"] - self.info[n]["sessions"]["held"]))
         if prefer in order:
             order.remove(prefer)
@@ -154,7 +157,7 @@ class Cluster:
                 why.append(f"{self.info[n]['node']}: no checkpoint {env}")
                 continue
             try:
-                lease = self.call(n, "take", env)
+                lease = self.call(n, "take", env, net)
                 self.info[n]["sessions"]["held"] += 1
                 return lease
             except Exception as e:  # noqa: BLE001

@@ -24,6 +24,18 @@ class NoEnvironment(Exception):
     """The node has no checkpoint of that name."""
 
 
+def pool_key(env, net):
+    """The pool a sibling of ENV under the network policy NET is parked in: ENV itself under the node's
+    own policy (net None), else `ENV net=POLICY` (siblings under different policies never stand in for
+    each other)."""
+    return env if net is None else f"{env} net={net}"
+
+
+def policy_of(rec):
+    """The network policy a session record says it runs under (`egress.policy`; absent: none)."""
+    return (rec.get("egress") or {}).get("policy") or "none"
+
+
 class DrumsNode:
     def __init__(self, pool_depth=0):
         self.cfg = config.node_config()
@@ -35,6 +47,7 @@ class DrumsNode:
             if k in os.environ:
                 self.env[k] = os.environ[k]
         self.lock = threading.Lock()
+        # Keyed by pool_key(env, net): a rollout asks for a network policy (net=) or gets the node's own.
         self.parked = {}      # env -> [session record text], frozen siblings ready to hand out
         self.taken = {}       # session id -> record text
         self.inflight = 0     # sessions being restored
@@ -111,11 +124,23 @@ class DrumsNode:
             return "memory ceiling (MemAvailable below DRUMS_RAY_MIN_AVAILABLE)"
         return None
 
-    def _restore(self, ckpt_text, freeze):
+    def _net_env(self, net):
+        """The tools' environment for a sibling under network policy NET: the node's own (its DRUMS_NET,
+        else none) when NET is None, else DRUMS_NET=NET. The uplink, resolver, exceptions and cap stay the
+        node's (DRUMS_UPLINK, DRUMS_NET_DNS, ... of its `ray start`): where a node's sessions reach the
+        network is the operator's choice for that host, the policy the rollout's."""
+        if net is None:
+            return self.env
+        if not isinstance(net, str) or not net:
+            raise ValueError(f"net={net!r}: a network policy (none, internet, allow:ENTRY,...) or None")
+        return dict(self.env, DRUMS_NET=net)
+
+    def _restore(self, ckpt_text, freeze, net=None):
         """A usable sibling from `drums-restore --ready` (benchlib.restore_ready: restore, reseed and ready
-        check in the tool, as drums-pool's filler makes its siblings), then frozen; the record text. A
-        failure destroys the sibling (the tool does for its steps; the freeze here)."""
-        rec = benchlib.restore_ready(ckpt_text, env=self.env)
+        check in the tool, as drums-pool's filler makes its siblings) under network policy NET (_net_env),
+        then frozen; the record text. A failure destroys the sibling (the tool does for its steps; the
+        freeze here)."""
+        rec = benchlib.restore_ready(ckpt_text, env=self._net_env(net))
         if freeze:
             try:
                 rec = benchlib.sh(["drums-cgroup", "freeze"], stdin=rec, env=self.env)
@@ -124,20 +149,24 @@ class DrumsNode:
                 raise
         return rec
 
-    def fill(self, env, depth):
-        """Keep DEPTH parked siblings of ENV on this node (0 stops the filler), within the ceilings."""
+    def fill(self, env, depth, net=None):
+        """Keep DEPTH parked siblings of ENV under network policy NET (None: the node's own) on this node
+        (0 stops the filler), within the ceilings."""
         ckpt = json.dumps(self.checkpoint(env))
+        self._net_env(net)  # a malformed policy fails the call, not the filler
+        key = pool_key(env, net)
         with self.lock:
-            self.depth[env] = int(depth)
-            self.parked.setdefault(env, [])
-            t = self.fillers.get(env)
+            self.depth[key] = int(depth)
+            self.parked.setdefault(key, [])
+            t = self.fillers.get(key)
             if depth > 0 and not (t and t.is_alive()):
-                t = threading.Thread(target=self._filler, args=(env, ckpt), daemon=True)
-                self.fillers[env] = t
+                t = threading.Thread(target=self._filler, args=(key, ckpt, net), daemon=True)
+                self.fillers[key] = t
                 t.start()
-        return {"node": self.cfg["node"], "env": env, "depth": depth}
+        return {"node": self.cfg["node"], "env": env, "net": net, "depth": depth}
 
-    def _filler(self, env, ckpt):
+    def _filler(self, env, ckpt, net=None):
+        # env: the pool's key (pool_key).
         fails = 0
         while not self.stopping:
             with self.lock:
@@ -151,7 +180,7 @@ class DrumsNode:
                     return
                 continue
             try:
-                rec = self._restore(ckpt, freeze=True)
+                rec = self._restore(ckpt, freeze=True, net=net)
                 fails = 0
                 with self.lock:
                     self.inflight -= 1
@@ -168,7 +197,8 @@ class DrumsNode:
                     return
                 time.sleep(0.5)
 
-    def wait_filled(self, env, timeout=120.0):
+    def wait_filled(self, env, timeout=120.0, net=None):
+        env = pool_key(env, net)
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             with self.lock:
@@ -183,14 +213,17 @@ class DrumsNode:
 
     # ---- take, release, snapshot
 
-    def take(self, env):
-        """A ready session of ENV: a parked sibling thawed and checked again (as drums-pool take does), or,
-        when none is parked and the ceilings allow, one restored now. Raises Full, NoEnvironment."""
+    def take(self, env, net=None):
+        """A ready session of ENV under network policy NET (None: the node's own; _net_env): a parked
+        sibling of that policy's pool thawed and checked again (as drums-pool take does), or, when none is
+        parked and the ceilings allow, one restored now. Raises Full, NoEnvironment."""
         t0 = time.monotonic()
         rec, kind = None, None
+        key = pool_key(env, net)
+        self._net_env(net)
         with self.lock:
-            if self.parked.get(env):
-                rec, kind = self.parked[env].pop(0), "pool"
+            if self.parked.get(key):
+                rec, kind = self.parked[key].pop(0), "pool"
             else:
                 why = self._ceiling()
                 if why:
@@ -200,7 +233,7 @@ class DrumsNode:
                 kind = "restore"
         if kind == "restore":
             try:
-                rec = self._restore(json.dumps(self.checkpoint(env)), freeze=False)
+                rec = self._restore(json.dumps(self.checkpoint(env)), freeze=False, net=net)
             finally:
                 with self.lock:
                     self.inflight -= 1
@@ -220,7 +253,7 @@ class DrumsNode:
         d = r.get("desktop") or {}
         return {"node": self.cfg["node"], "node_id": self._node_id(), "actor_pid": os.getpid(), "env": env,
                 "session": r["id"], "guest_url": d.get("guest_url"), "devtools_port": d.get("devtools_port"),
-                "session_addr": (r.get("net") or {}).get("session_addr"), "kind": kind,
+                "session_addr": (r.get("net") or {}).get("session_addr"), "kind": kind, "net": policy_of(r),
                 "actor_take_s": round(time.monotonic() - t0, 4), "record": r}
 
     def _node_id(self):

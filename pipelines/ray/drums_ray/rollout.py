@@ -16,25 +16,26 @@ from .node import Full
 import osworld_task  # noqa: E402  (config put pipelines/ on sys.path)
 
 
-def run(env, task_path, index, hold_s=0.0, marker_dir=None, submitted_at=None):
-    """The rollout's record. {"retry": true, ...} when this node's actor is gone or full before a session
+def run(env, task_path, index, hold_s=0.0, marker_dir=None, submitted_at=None, net=None):
+    """The rollout's record, on a session under network policy NET (None: its node's own; the record's
+    `net` is the policy the session ran under, from its record). {"retry": true, ...} when this node's actor is gone or full before a session
     was taken (the driver sends the rollout elsewhere); a rollout that loses its actor after the take is
     invalid, and its session is left to the node's sweep (its owner is gone)."""
     t_start = time.time()
     node_id = ray.get_runtime_context().get_node_id()
-    out = {"type": "ray_rollout", "rollout": index, "node_id": node_id, "node": None, "session": None,
+    out = {"type": "ray_rollout", "rollout": index, "node_id": node_id, "node": None, "session": None, "net": None,
            "queue_s": round(t_start - submitted_at, 4) if submitted_at else None, "fault": None, "valid": False}
     try:
         actor = ray.get_actor(actor_name(node_id), namespace=config.NAMESPACE)
         t0 = time.monotonic()
-        lease = ray.get(actor.take.remote(env))
+        lease = ray.get(actor.take.remote(env, net))
         take_s = time.monotonic() - t0
     except Exception as e:  # noqa: BLE001
         # Ray raises an actor's exception as a class deriving from it; a named actor that is gone is
         # not found (ValueError) or dead.
         why = "full" if isinstance(e, Full) else "actor dead" if _dead(e) or isinstance(e, ValueError) else "take failed"
         return dict(out, retry=True, why=why, fault=f"take: {str(e)[-300:]}")
-    out.update(node=lease["node"], session=lease["session"], reset_s=round(take_s, 4), take_kind=lease["kind"],
+    out.update(node=lease["node"], session=lease["session"], net=lease["net"], reset_s=round(take_s, 4), take_kind=lease["kind"],
                take_actor_s=lease["actor_take_s"], take_ray_s=round(take_s - lease["actor_take_s"], 4),
                guest_url=lease["guest_url"], devtools_port=lease["devtools_port"], actor_pid=lease["actor_pid"])
     held = None
@@ -43,7 +44,7 @@ def run(env, task_path, index, hold_s=0.0, marker_dir=None, submitted_at=None):
         held = os.path.join(marker_dir, f"{lease['session']}.json")
         with open(held, "w") as f:
             rec = lease["record"]
-            json.dump(dict({k: lease[k] for k in ("node", "node_id", "session", "actor_pid", "guest_url")},
+            json.dump(dict({k: lease[k] for k in ("node", "node_id", "session", "actor_pid", "guest_url", "session_addr", "net")},
                            pidns=rec["ns"]["inodes"]["pid"], host_if=(rec.get("net") or {}).get("host_if"),
                            cgroups=sorted(((rec.get("cgroup") or {}).get("paths") or {}).values()),
                            state_dir=rec["state_dir"]), f)
