@@ -208,6 +208,28 @@ pub fn pids() -> Vec<i32> {
     std::fs::read_dir("/proc").into_iter().flatten().flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
 }
 
+/// Host PIDs of every descendant of `pid` (its children, theirs, ...), from one scan of /proc; a process
+/// reparented away from the tree (its parent exited) is not among them.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = pids().into_iter().filter_map(|p| Some((p, ppid(p)?))).collect();
+    let (mut out, mut frontier) = (vec![], vec![pid]);
+    while let Some(p) = frontier.pop() {
+        for &(c, _) in parents.iter().filter(|(_, pp)| *pp == p) {
+            out.push(c);
+            frontier.push(c);
+        }
+    }
+    out
+}
+
+/// The processes below `init` that run in a PID namespace nested below `init`'s (their NSpid is longer):
+/// (host pid, its comm). Chromium's sandbox makes such namespaces for its zygote and each renderer.
+pub fn in_nested_pidns(init: i32) -> Vec<(i32, String)> {
+    let depth = |p: i32| status(p).and_then(|s| s.nspid).map(|v| v.len());
+    let Some(d0) = depth(init) else { return vec![] };
+    descendants(init).into_iter().filter(|&p| depth(p).is_some_and(|d| d > d0)).map(|p| (p, comm(p))).collect()
+}
+
 /// Host PIDs of every process whose PID namespace is `pidns` (inode).
 pub fn pids_in_pidns(pidns: u64) -> Vec<i32> {
     use std::os::unix::fs::MetadataExt;
