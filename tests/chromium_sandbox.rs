@@ -294,6 +294,20 @@ fn a_restored_userns_sibling_gets_chromiums_sandbox_back_with_drums_desktop_sand
     let old_start = drums::proc::start_time(old_browser).unwrap();
     assert!(cmdline(old_browser).iter().any(|a| a == "--no-sandbox"), "the restored Chromium is its checkpoint's, unsandboxed");
 
+    // Nested PID namespaces made by anything else in the session are found too: one made through
+    // drums-ns exec, in a sibling whose Chromium runs unsandboxed, is refused with the same reason.
+    let init = before.ns.as_ref().unwrap().init_pid;
+    let o = run("drums-ns", &["exec", "--", "sh", "-c", "unshare -Upf sleep 120 >/dev/null 2>&1 & sleep 0.5; echo started"], &sibling);
+    assert!(text(&o.stdout).contains("started"), "{}{}", text(&o.stdout), text(&o.stderr));
+    let nested = drums::proc::in_nested_pidns(init);
+    assert!(!nested.is_empty(), "the sleep runs in a nested PID namespace");
+    let o = run_owned_tool("drums-ckpt", &["--leave-running"], &sibling);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert!(error_record(&o.stderr).message.contains("nested"), "{}", text(&o.stderr));
+    for (p, _) in nested {
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+
     // A session without its own user namespace is refused, its Chromium left running.
     let o = run("drums-desktop", &["sandbox"], &source);
     assert_eq!(o.status.code(), Some(3), "drums-desktop sandbox on a session without a user namespace: {}", text(&o.stderr));

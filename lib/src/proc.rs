@@ -222,12 +222,29 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     out
 }
 
-/// The processes below `init` that run in a PID namespace nested below `init`'s (their NSpid is longer):
-/// (host pid, its comm). Chromium's sandbox makes such namespaces for its zygote and each renderer.
+/// The processes that run in a PID namespace nested below the one of `init` (a session's): (host pid, its
+/// comm). Chromium's sandbox makes such namespaces for its zygote and each renderer. Found as the
+/// descendants, with a longer NSpid, of every process of that namespace (its init's tree, and what
+/// `drums-ns exec` joined into it, whose parent is on the host): only host root could put a process
+/// there otherwise.
 pub fn in_nested_pidns(init: i32) -> Vec<(i32, String)> {
     let depth = |p: i32| status(p).and_then(|s| s.nspid).map(|v| v.len());
-    let Some(d0) = depth(init) else { return vec![] };
-    descendants(init).into_iter().filter(|&p| depth(p).is_some_and(|d| d > d0)).map(|p| (p, comm(p))).collect()
+    let (Some(d0), Ok(pidns)) = (depth(init), ns_inode(init, "pid")) else { return vec![] };
+    let parents: Vec<(i32, i32)> = pids().into_iter().filter_map(|p| Some((p, ppid(p)?))).collect();
+    let mut frontier = pids_in_pidns(pidns);
+    let mut seen: std::collections::BTreeSet<i32> = frontier.iter().copied().collect();
+    let mut out = vec![];
+    while let Some(p) = frontier.pop() {
+        for &(c, _) in parents.iter().filter(|(_, pp)| *pp == p) {
+            if seen.insert(c) {
+                frontier.push(c);
+                if depth(c).is_some_and(|d| d > d0) {
+                    out.push((c, comm(c)));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Host PIDs of every process whose PID namespace is `pidns` (inode).
