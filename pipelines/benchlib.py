@@ -71,6 +71,30 @@ def pss_by_pidns():
     return out
 
 
+def pss_by_tree():
+    """A function giving the summed Pss (MiB) of a process and all its descendants, nested PID namespaces
+    included (Chromium's sandboxed renderers), from one pass over /proc taken now."""
+    kids, pss = {}, {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            pp = int(next(line for line in open(f"/proc/{p}/status") if line.startswith("PPid:")).split()[1])
+            pss[int(p)] = int(next(line for line in open(f"/proc/{p}/smaps_rollup") if line.startswith("Pss:")).split()[1]) / 1024
+            kids.setdefault(pp, []).append(int(p))
+        except (OSError, StopIteration):
+            pass
+
+    def of(root):
+        tot, todo = 0, [root]
+        while todo:
+            q = todo.pop()
+            tot += pss.get(q, 0)
+            todo += kids.get(q, [])
+        return tot
+    return of
+
+
 def session_pss_mib(rec, pss=None):
     """A session's summed Pss (MiB): every process in its PID namespace. `pss`: a pss_by_pidns() already
     taken, for reading many sessions at one moment."""
@@ -88,11 +112,12 @@ def summary(xs, digits=3):
     return {"p50_s": round(pct(xs, 0.5), digits), "p95_s": round(pct(xs, 0.95), digits), "min_s": round(min(xs), digits), "max_s": round(max(xs), digits), "n": len(xs)}
 
 
-def restore_ready(ckpt, env=None, count=1):
+def restore_ready(ckpt, env=None, count=1, extra=()):
     """Usable restores: `drums-restore --ready --count COUNT` (restore, reseed and ready check in the tool,
-    the siblings of one call concurrently); the ready records' text, one line each. A sibling that fails
-    a step is destroyed by the tool; the others are destroyed here before the error is raised."""
-    p = subprocess.run(["drums-restore", "--ready", "--count", str(count)], input=ckpt, capture_output=True, text=True, env=env or ENV)
+    the siblings of one call concurrently), with `extra` arguments (--userns); the ready records' text, one
+    line each. A sibling that fails a step is destroyed by the tool; the others are destroyed here before
+    the error is raised."""
+    p = subprocess.run(["drums-restore", "--ready", "--count", str(count), *extra], input=ckpt, capture_output=True, text=True, env=env or ENV)
     if p.returncode != 0:
         destroy(p.stdout)
         raise RuntimeError(f"drums-restore --ready: exit {p.returncode}: {p.stderr.strip()[-800:]}")

@@ -23,17 +23,31 @@ Prints one JSON object; every figure carries its unit, sample count and method. 
 lock (/run/drums/test.lock) while it runs. Not part of the test suite (it fills the machine).
 With --one-call a burst is one `drums-restore --ready --count N` call instead (pipelines/restore.sh's
 path: the tool makes the N siblings concurrently), and a sibling's own time to ready is the call's.
+With --userns every sibling is restored with `drums-restore --userns` (a user namespace and host id range of
+its own) and the cold sessions are made with DRUMS_OVERLAY_ARGS=--userns (Chromium sandboxed); the fill
+then also checks that every live session has an id range and no two share one.
 Usage: pipelines/density-bench.py [--counts 1,4,16] [--rounds 5] [--fill-max 100] [--batch 10]
                                   [--headroom-mib 3072] [--sample 5] [--cold-sessions 6] [--no-fill]
-                                  [--one-call] [--out FILE]
+                                  [--one-call] [--userns] [--out FILE]
 Exit status: 0 measured and every check passed; 1 a check failed (a sibling not ready, a guest not
 answering, something left after the teardown); the JSON says which.
 """
 import argparse, json, os, random, resource, statistics, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import (HERE, bench_lock, destroy, write_result, fresh_checkpoint, guest_answers, host_resources, meminfo_kib, pss_by_pidns, remove_checkpoint, restore_ready,  # noqa: E402
-                      session_cpu_s, session_pss_mib, sh, slope, summary, used_mib)
+from benchlib import (ENV, HERE, bench_lock, destroy, write_result, fresh_checkpoint, guest_answers, host_resources, meminfo_kib, pss_by_tree, remove_checkpoint,  # noqa: E402
+                      restore_ready, session_cpu_s, sh, slope, summary, used_mib)
+
+# --userns: every sibling restored with drums-restore --userns, every cold session made with
+# DRUMS_OVERLAY_ARGS=--userns (set in main).
+RESTORE_ARGS = []
+COLD_ENV = None
+
+
+def session_pss_mib(rec, pss):
+    """A session's summed Pss (MiB): its init and every descendant, nested PID namespaces included (a
+    --userns cold session's sandboxed renderers). `pss`: a pss_by_tree() taken at one moment."""
+    return pss(rec["ns"]["init_pid"])
 
 COUNTED = ("mounts", "drums_links", "drums_cgroups", "state_entries")
 
@@ -52,7 +66,7 @@ def restore_at_once(ckpt, n, one_call=False):
     t0 = time.monotonic()
     if one_call:
         try:
-            out = restore_ready(ckpt, count=n)
+            out = restore_ready(ckpt, count=n, extra=RESTORE_ARGS)
             wall = time.monotonic() - t0
             return wall, [(wall, line + "\n") for line in out.splitlines() if line.strip()], [], children_cpu_s() - cpu0
         except Exception as e:  # noqa: BLE001 - reported in the result
@@ -60,7 +74,7 @@ def restore_at_once(ckpt, n, one_call=False):
 
     def one(i):
         try:
-            out = restore_ready(ckpt)
+            out = restore_ready(ckpt, extra=RESTORE_ARGS)
             done[i] = (time.monotonic() - t0, out)
         except Exception as e:  # noqa: BLE001 - reported in the result
             errors.append(str(e)[-600:])
@@ -148,10 +162,10 @@ def cold_memory(n, settle):
     base = used_mib()
     try:
         for _ in range(n):
-            recs.append(sh([os.path.join(HERE, "pipelines/cold.sh")]))
+            recs.append(sh([os.path.join(HERE, "pipelines/cold.sh")], env=COLD_ENV))
             time.sleep(settle)
             used.append(used_mib())
-        pss = pss_by_pidns()
+        pss = pss_by_tree()
         pss_each = [session_pss_mib(json.loads(r), pss) for r in recs]
     finally:
         destroy("".join(recs))
@@ -160,7 +174,7 @@ def cold_memory(n, settle):
             "per_added_session_reason": None if per and per > 0 else ("fewer than 2 sessions" if per is None else f"host used memory did not grow with the sessions (slope {per:.1f} MiB): noise exceeded the signal"),
             "host_used_mib_series": [round(u - base, 1) for u in used],
             "pss_mean_mib": round(statistics.mean(pss_each), 1) if pss_each else None, "n": n,
-            "method": f"cold sessions (pipelines/cold.sh) started one by one; slope of host used memory over 1..{n}, {settle} s settle; mean summed Pss"}
+            "method": f"cold sessions (pipelines/cold.sh{' with DRUMS_OVERLAY_ARGS=--userns' if COLD_ENV else ''}) started one by one; slope of host used memory over 1..{n}, {settle} s settle; mean summed Pss of each init's process tree"}
 
 
 def fill(ckpt, a):
@@ -184,7 +198,7 @@ def fill(ckpt, a):
                 failures += errors
                 break
             time.sleep(a.settle)
-            pss = pss_by_pidns()
+            pss = pss_by_tree()
             total_pss = sum(session_pss_mib(json.loads(r), pss) for r in live)
             sample = random.Random(len(live)).sample(live, min(a.sample, len(live)))
             checked = check_all(sample)
@@ -199,8 +213,9 @@ def fill(ckpt, a):
             stop = f"--fill-max {a.fill_max} reached"
         final = check_all(live)
         final_bad = [d for ok, d in final if not ok]
-        pss = pss_by_pidns()
+        pss = pss_by_tree()
         pss_each = [session_pss_mib(json.loads(r), pss) for r in live]
+        ranges = [(json.loads(r).get("id_range") or {}).get("base") for r in live]
         threads = sum(len(os.listdir(f"/proc/{p}/task")) for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/task"))
     finally:
         t0 = time.monotonic()
@@ -216,9 +231,12 @@ def fill(ckpt, a):
         "per_session_mib_slope": round(slope(xs, ys), 1) if len(xs) >= 2 else None,
         "per_session_slope_method": "least-squares slope of host used memory (MemTotal-MemAvailable, from before the first batch) over the live count",
         "pss_mean_mib_at_max": round(statistics.mean(pss_each), 1) if pss_each else None,
+        "pss_method": "Pss summed over each session init's process tree (nested PID namespaces included), one pass over /proc",
         "final_check": {"checked": len(final), "failed": final_bad[:10], "failed_count": len(final_bad),
                         "method": "every live session: its guest answers GET /platform and drums-ready passes again"},
         "host_threads_at_max": threads,
+        "id_ranges_at_max": {"sessions": len(ranges), "with_range": sum(b is not None for b in ranges), "distinct": len({b for b in ranges if b is not None}),
+                             "method": "the live records' id_range.base"},
         "teardown": {"seconds": round(teardown_s, 2), "n": len(live), "method": "one drums-sweep call with every record"},
         "left_after_teardown": left, "counts_before": {k: counts_before[k] for k in COUNTED}, "restore_errors": failures[:5],
     }
@@ -236,11 +254,16 @@ def main():
     ap.add_argument("--cold-sessions", type=int, default=6)
     ap.add_argument("--no-fill", action="store_true")
     ap.add_argument("--one-call", action="store_true", help="a burst is one drums-restore --ready --count N call, not N chains")
+    ap.add_argument("--userns", action="store_true", help="siblings restored with drums-restore --userns, cold sessions with DRUMS_OVERLAY_ARGS=--userns")
     ap.add_argument("--out")
     a = ap.parse_args()
+    global COLD_ENV
+    if a.userns:
+        RESTORE_ARGS.append("--userns")
+        COLD_ENV = dict(ENV, DRUMS_OVERLAY_ARGS="--userns")
     counts = [int(x) for x in a.counts.split(",")]
     lock = bench_lock()  # noqa: F841 - held for the whole run
-    result = {"drums": 1, "type": "density-benchmark", "machine": {"cores": os.cpu_count(), "kernel": os.uname().release,
+    result = {"drums": 1, "type": "density-benchmark", "userns": a.userns, "machine": {"cores": os.cpu_count(), "kernel": os.uname().release,
               "mem_total_mib": round(meminfo_kib()["MemTotal"] / 1024),
               "inotify_max_user_instances": int(open("/proc/sys/fs/inotify/max_user_instances").read())}}
     # Cold memory first, on a machine that has not just freed the memory of many destroyed sessions.
@@ -255,6 +278,8 @@ def main():
             time.sleep(10)  # the bursts' sessions' memory is given back lazily
             f = result["fill"] = fill(ckpt, a)
             failed |= bool(f["final_check"]["failed_count"] or f["left_after_teardown"] or f["restore_errors"])
+            ir = f["id_ranges_at_max"]
+            failed |= a.userns and not (ir["with_range"] == ir["sessions"] == ir["distinct"])
             cm = result["cold_memory"]
             if cm and cm["per_added_session_mib"] and f["per_session_mib_slope"]:
                 result["memory_against_cold"] = {"slope_ratio": round(f["per_session_mib_slope"] / cm["per_added_session_mib"], 3),

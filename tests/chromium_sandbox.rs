@@ -2,6 +2,9 @@
 //! nested user, PID and network namespaces with its seccomp filter stacked on the session's, the page
 //! loads, and the nested namespaces the session's filter now allows give session root nothing new on the
 //! host. A session without a user namespace keeps them refused and Chromium keeps `--no-sandbox`.
+//! A session whose Chromium runs its sandbox cannot be checkpointed (CRIU does not dump nested PID
+//! namespaces): drums-ckpt refuses it and leaves it as it was; a sibling restored with --userns from a
+//! checkpoint made without the sandbox gets it back with `drums-desktop sandbox`.
 
 use drums::record::Session;
 use drums_tests::*;
@@ -49,18 +52,12 @@ fn exec_root(rec: &str, script: &str) -> std::process::Output {
     run("drums-ns", &["exec", "--", "sh", "-c", script], rec)
 }
 
-#[test]
-fn renderers_of_a_userns_session_run_in_chromiums_own_sandbox() {
-    require_root();
-    let _lock = session_lock();
-    let mut guard = Sessions::default();
-    let (line, rec) = userns_cold_session(&mut guard);
-    // The root image's flags file decides for every Chromium started through Debian's wrapper; one built
-    // before the flag followed the session adds --no-sandbox everywhere.
-    let flags_file = rec.overlay.as_ref().unwrap().merged.join("etc/chromium.d/drums");
-    let flags = std::fs::read_to_string(&flags_file).unwrap_or_default();
-    assert!(flags.contains("/proc/self/uid_map"), "the root image's {} adds --no-sandbox in every session: the image predates Chromium's sandbox in userns sessions; build it again (pipelines/image.sh, or pipelines/setup.sh)", flags_file.display());
-    let browser = browser_pid(&rec);
+/// From /proc, as an attacker's renderer would find itself: Chromium of `rec` runs without --no-sandbox,
+/// and each of its renderers is in user, PID and network namespaces of its own (its NSpid a level deeper
+/// than the browser's), under seccomp mode 2 with Chromium's filter stacked on the session's, with no
+/// capability, as an id of the session's range.
+fn assert_renderers_sandboxed(rec: &Session) {
+    let browser = browser_pid(rec);
     let args = cmdline(browser);
     assert!(!args.iter().any(|a| a == "--no-sandbox"), "Chromium of a userns session runs without --no-sandbox: {args:?}");
 
@@ -85,6 +82,21 @@ fn renderers_of_a_userns_session_run_in_chromiums_own_sandbox() {
         assert!(uid >= range.base && uid < range.base + range.count, "renderer {r} runs as host uid {uid}, inside the range {range:?}");
         assert_eq!(st["CapEff"], "0000000000000000", "renderer {r} dropped every capability");
     }
+
+}
+
+#[test]
+fn renderers_of_a_userns_session_run_in_chromiums_own_sandbox() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (line, rec) = userns_cold_session(&mut guard);
+    // The root image's flags file decides for every Chromium started through Debian's wrapper; one built
+    // before the flag followed the session adds --no-sandbox everywhere.
+    let flags_file = rec.overlay.as_ref().unwrap().merged.join("etc/chromium.d/drums");
+    let flags = std::fs::read_to_string(&flags_file).unwrap_or_default();
+    assert!(flags.contains("/proc/self/uid_map"), "the root image's {} adds --no-sandbox in every session: the image predates Chromium's sandbox in userns sessions; build it again (pipelines/image.sh, or pipelines/setup.sh)", flags_file.display());
+    assert_renderers_sandboxed(&rec);
 
     // The page is there: drums-ready (screenshot and title) passes again on the session as it is now.
     let o = run("drums-ready", &[], &line);
@@ -216,4 +228,111 @@ fn nested_namespaces_give_session_root_nothing_new_on_the_host() {
     let m = std::fs::metadata(&victim).unwrap();
     assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777, std::fs::read(&victim).unwrap()), (1000, 1000, 0o600, b"host uid 1000's secret\n".to_vec()));
     std::fs::remove_file(&victim).unwrap();
+}
+
+/// What a checkpoint leaves on the host: the entries of the checkpoint and mapped-file roots.
+fn checkpoint_entries() -> Vec<String> {
+    let mut v: Vec<String> = [drums::state::checkpoint_root(), drums::mapped::mapped_root()]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten().map(|e| e.path().display().to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// drums-ckpt on a session whose Chromium runs its sandbox: refused (exit 7, not_implemented) with the
+/// reason named, before anything is made or frozen; the session stays live, its renderers as they were,
+/// agent-ready, and the checkpoint roots and the host's inventory are as before.
+fn assert_checkpoint_refused(line: &str, rec: &Session) {
+    let renderers_before: Vec<i32> = descendants(browser_pid(rec)).into_iter().filter(|&p| cmdline(p).iter().any(|a| a == "--type=renderer")).collect();
+    let (entries, inv) = (checkpoint_entries(), inventory());
+    // Without --leave-running: a dump that went through would end the source.
+    let o = run_owned_tool("drums-ckpt", &["--clean"], line);
+    assert_eq!(o.status.code(), Some(7), "the checkpoint of a sandboxed session is refused: {}{}", text(&o.stdout), text(&o.stderr));
+    assert!(o.stdout.is_empty(), "no checkpoint record: {}", text(&o.stdout));
+    let e = error_record(&o.stderr);
+    assert_eq!(e.kind, "not_implemented");
+    for word in ["nested", "Chromium's own sandbox", "Can't dump nested pid namespace", "drums-desktop sandbox"] {
+        assert!(e.message.contains(word), "the error says why and what to do instead ({word}): {}", e.message);
+    }
+    assert_eq!(checkpoint_entries(), entries, "nothing is left in the checkpoint roots");
+    let after = inventory();
+    assert_eq!((after.mounts, after.links, after.cgroups, after.state_dirs), (inv.mounts, inv.links, inv.cgroups, inv.state_dirs), "the host holds what it held");
+    for &r in &renderers_before {
+        assert!(status(r).get("State").is_some_and(|s| !s.starts_with('T') && !s.starts_with('Z')), "renderer {r} runs on, not left frozen or dead: {:?}", status(r));
+    }
+    let o = run("drums-ready", &[], line);
+    assert!(o.status.success(), "the session stays agent-ready: {}", text(&o.stderr));
+}
+
+#[test]
+fn a_session_whose_chromium_runs_its_sandbox_is_not_checkpointed() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (line, rec) = userns_cold_session(&mut guard);
+    assert_renderers_sandboxed(&rec);
+    assert_checkpoint_refused(&line, &rec);
+}
+
+#[test]
+fn a_restored_userns_sibling_gets_chromiums_sandbox_back_with_drums_desktop_sandbox() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    // The checkpoint is of an ordinary session, whose Chromium runs with --no-sandbox: CRIU can dump it.
+    let (source, src) = cold_session(&mut guard);
+    assert!(cmdline(browser_pid(&src)).iter().any(|a| a == "--no-sandbox"));
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &source);
+    let _dir = CheckpointDir(one::<drums::record::Checkpoint>(&ckpt).dir);
+    let o = run_owned_tool("drums-restore", &["--userns", "--ready"], &ckpt);
+    guard.add(&text(&o.stdout));
+    assert!(o.status.success(), "drums-restore --userns --ready: {}", text(&o.stderr));
+    let sibling = text(&o.stdout).trim().to_string();
+    let before: Session = one(&sibling);
+    let old_browser = browser_pid(&before);
+    let old_start = drums::proc::start_time(old_browser).unwrap();
+    assert!(cmdline(old_browser).iter().any(|a| a == "--no-sandbox"), "the restored Chromium is its checkpoint's, unsandboxed");
+
+    // Nested PID namespaces made by anything else in the session are found too: one made through
+    // drums-ns exec, in a sibling whose Chromium runs unsandboxed, is refused with the same reason.
+    let init = before.ns.as_ref().unwrap().init_pid;
+    let o = run("drums-ns", &["exec", "--", "sh", "-c", "unshare -Upf sleep 120 >/dev/null 2>&1 & sleep 0.5; echo started"], &sibling);
+    assert!(text(&o.stdout).contains("started"), "{}{}", text(&o.stdout), text(&o.stderr));
+    let nested = drums::proc::in_nested_pidns(init);
+    assert!(!nested.is_empty(), "the sleep runs in a nested PID namespace");
+    let o = run_owned_tool("drums-ckpt", &["--leave-running"], &sibling);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert!(error_record(&o.stderr).message.contains("nested"), "{}", text(&o.stderr));
+    for (p, _) in nested {
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+
+    // A session without its own user namespace is refused, its Chromium left running.
+    let o = run("drums-desktop", &["sandbox"], &source);
+    assert_eq!(o.status.code(), Some(3), "drums-desktop sandbox on a session without a user namespace: {}", text(&o.stderr));
+    assert!(error_record(&o.stderr).message.contains("no user namespace of its own"));
+    assert!(drums::proc::start_time(browser_pid(&src)).is_some(), "the source's Chromium still runs");
+
+    let o = run("drums-desktop", &["sandbox"], &sibling);
+    assert!(o.status.success(), "drums-desktop sandbox: {}", text(&o.stderr));
+    let line = text(&o.stdout).trim().to_string();
+    let rec: Session = one(&line);
+    assert_ne!(browser_pid(&rec), old_browser, "the record names the new Chromium");
+    assert!(!drums::proc::alive(old_browser, old_start), "the old Chromium is gone");
+    let o = run("drums-ready", &[], &line);
+    assert!(o.status.success(), "the sibling is agent-ready on its sandboxed Chromium: {}", text(&o.stderr));
+    let line = text(&o.stdout).trim().to_string();
+    assert_renderers_sandboxed(&rec);
+    // The guest answers and starts programs as before.
+    let o = run("drums-ns", &["exec", "--user", "user", "--", "true"], &line);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    // Asked again: nothing to do, the same Chromium.
+    let o = run("drums-desktop", &["sandbox"], &line);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(browser_pid(&one::<Session>(text(&o.stdout).trim())), browser_pid(&rec));
+
+    // And such a sibling is not checkpointed either.
+    assert_checkpoint_refused(&line, &rec);
 }

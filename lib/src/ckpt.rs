@@ -128,6 +128,22 @@ fn dir_bytes(p: &Path) -> u64 {
 /// nothing once the session is destroyed. Without `leave_running` the source session is destroyed after
 /// a successful dump (CRIU has killed its processes).
 pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
+    // Checked first, so that a session whose Chromium runs its own sandbox is told why whatever else it
+    // is: CRIU 4.2 refuses every task in a PID namespace below the dumped tree's root ("Can't dump nested
+    // pid namespace", criu/namespaces.c; seen here on a --userns session, docs/results/
+    // criu-nested-pidns-2026-12-06.log). Refused before the ledger is touched: the session stays as it
+    // was.
+    let nested = crate::proc::in_nested_pidns(session.ns()?.init_pid);
+    if !nested.is_empty() {
+        let named: Vec<String> = nested.iter().take(5).map(|(p, c)| format!("{p} ({c})")).collect();
+        return Err(Error::NotImplemented(format!(
+            "session {}: {} of its processes run in PID namespaces nested below the session's (host pids {}{}): Chromium's own sandbox makes them, and CRIU cannot dump a nested PID namespace (\"Can't dump nested pid namespace\"); checkpoint a session whose Chromium runs with --no-sandbox (one made without --userns) and start Chromium sandboxed in each restored sibling instead (drums-desktop sandbox; drums(7), \"Chromium's sandbox in restored siblings\")",
+            session.id,
+            nested.len(),
+            named.join(", "),
+            if nested.len() > 5 { ", ..." } else { "" }
+        )));
+    }
     if let Some(r) = session.id_range {
         return Err(Error::NotImplemented(format!(
             "session {} runs in a user namespace of its own (id_range {}+{}): checkpointing such a session is not implemented yet (drums(7) SECURITY); make the session without --userns to checkpoint it",

@@ -228,30 +228,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
 
     let display = format!(":{}", o.display);
     let bus = format!("unix:path={LOG_DIR}/bus");
-    let env = vec![
-        ("DISPLAY".to_string(), display.clone()),
-        ("DBUS_SESSION_BUS_ADDRESS".to_string(), bus.clone()),
-        ("XDG_RUNTIME_DIR".to_string(), format!("{LOG_DIR}/xdg")),
-        ("NO_AT_BRIDGE".to_string(), "0".to_string()),
-        // Every application of the session exposes itself to AT-SPI, as on OSWorld's image (GNOME's
-        // toolkit-accessibility on): Chromium (and so a task's google-chrome) reads ACCESSIBILITY_ENABLED,
-        // Qt applications (VLC) QT_ACCESSIBILITY; GTK ones register through the bridge anyway. The guest
-        // hands the same environment to what a task launches, so its windows show in /accessibility.
-        ("ACCESSIBILITY_ENABLED".to_string(), "1".to_string()),
-        ("QT_ACCESSIBILITY".to_string(), "1".to_string()),
-        // GTK 2 applications (GIMP 2.10, VLC's GTK dialogs) load their accessibility modules only when
-        // named here, as OSWorld's Ubuntu names them: GAIL and the AT-SPI bridge (packages libgail-common
-        // and libatk-adaptor, in the OSWorld image). GTK 3 has both built in and skips these two names; an
-        // image without the modules only makes a GTK 2 application print that it could not load them.
-        ("GTK_MODULES".to_string(), "gail:atk-bridge".to_string()),
-        // A UTF-8 locale, as on OSWorld's image: gnome-terminal's server (started by D-Bus with the bus's
-        // environment) refuses to run in the POSIX locale, and tasks' scripts print non-ASCII text.
-        // C.UTF-8 is glibc's own, in every Debian image without a locales package.
-        ("LANG".to_string(), "C.UTF-8".to_string()),
-        ("HOME".to_string(), account.home.display().to_string()),
-        ("USER".to_string(), account.name.clone()),
-        ("LOGNAME".to_string(), account.name.clone()),
-    ];
+    let env = desktop_env(o.display, &account);
     let mut procs = vec![];
     let mut watched: Vec<Watched> = vec![];
     let mut run = |role: &str, argv: Vec<String>, extra_env: Vec<(String, String)>, as_ids: (u32, u32)| -> Result<Watched> {
@@ -301,14 +278,8 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     };
     let chromium = if o.chromium {
         prepare_chromium_profile(init, ids)?;
-        let shim = crate::runtime::inside("libdrums_pkey_shim.so");
-        let mut args = chromium_args(o, ChromiumSandbox::of(session));
-        // The session's upstream proxy (crate::net::egress::Proxy): its other Chromiums read it from
-        // /etc/chromium.d, which this command line does not go through.
-        if let Some(p) = session.egress.as_ref().and_then(|e| e.proxy.as_ref()) {
-            args.push(format!("--proxy-server={p}"));
-        }
-        Some(run("chromium", args, vec![("LD_PRELOAD".into(), shim.display().to_string())], ids)?)
+        let (args, env) = chromium_command(session, o, ChromiumSandbox::of(session));
+        Some(run("chromium", args, env, ids)?)
     } else {
         None
     };
@@ -346,6 +317,154 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         guest_user: o.guest.then(|| guest_account.name.clone()),
     });
     Ok(())
+}
+
+/// Chromium's command line in `session` and what it adds to the desktop's environment.
+fn chromium_command(session: &Session, o: &DesktopOptions, sandbox: ChromiumSandbox) -> (Vec<String>, Vec<(String, String)>) {
+    let shim = crate::runtime::inside("libdrums_pkey_shim.so");
+    let mut args = chromium_args(o, sandbox);
+    // The session's upstream proxy (crate::net::egress::Proxy): its other Chromiums read it from
+    // /etc/chromium.d, which this command line does not go through.
+    if let Some(p) = session.egress.as_ref().and_then(|e| e.proxy.as_ref()) {
+        args.push(format!("--proxy-server={p}"));
+    }
+    (args, vec![("LD_PRELOAD".into(), shim.display().to_string())])
+}
+
+/// How long the old Chromium may take to close its windows and exit after DevTools' Browser.close before
+/// what is left of it is killed (about 0.1 s here).
+const CHROMIUM_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What `sandbox_chromium` did: the Chromium it ended and the one it started.
+pub struct ChromiumRestart {
+    /// False: Chromium already ran its sandbox (no --no-sandbox on its command line); nothing was done.
+    pub restarted: bool,
+    /// Seconds from the old browser's close to the new one listening on its DevTools port.
+    pub seconds: f64,
+}
+
+/// Start the session's Chromium again with its own sandbox. For a restored sibling in a user namespace
+/// of its own (`drums-restore --userns`): its Chromium is its checkpoint's, which ran in a session
+/// without one and so with --no-sandbox, and a sandboxed Chromium cannot be checkpointed (CRIU 4.2 does
+/// not dump nested PID namespaces, crate::ckpt). The old browser is closed through DevTools (a clean
+/// exit: no "did not shut down correctly" bar on the new one's page), what is left of its process tree
+/// after CHROMIUM_CLOSE_TIMEOUT is killed, and a new one is started on the record's page as
+/// drums-desktop start starts it, and waited for on its DevTools port; the record's chromium process is
+/// the new one. The caller checks the page (drums-ready). A session without its own user namespace is
+/// refused (bad input): its boundary refuses the nested namespaces the sandbox needs.
+pub fn sandbox_chromium(session: &mut Session, extra_chromium_args: &[String]) -> Result<ChromiumRestart> {
+    if session.id_range.is_none() {
+        return Err(Error::bad_input(format!(
+            "session {} has no user namespace of its own: its boundary refuses the nested namespaces Chromium's sandbox needs (drums(7), \"Chromium's sandbox\"); restore it with drums-restore --userns",
+            session.id
+        )));
+    }
+    let ns = session.ns()?.clone();
+    let d = session.desktop()?.clone();
+    let idx = d.processes.iter().position(|p| p.role == "chromium").ok_or_else(|| Error::bad_field("desktop.processes", "no chromium: this session's desktop runs none"))?;
+    let old = d.processes[idx].host_pid.ok_or_else(|| Error::bad_field("desktop.processes", "chromium has no host_pid"))?;
+    let old_start = crate::proc::start_time(old).ok_or_else(|| Error::failed(format!("session {}: its Chromium (host pid {old}) is gone", session.id)))?;
+    // The record's pid must still be this session's Chromium: a pid reused by anything else is not ours
+    // to close.
+    if crate::proc::ns_inode(old, "pid")? != ns.inodes.pid {
+        return Err(Error::failed(format!("session {}: host pid {old} of its record's chromium is not in the session's PID namespace", session.id)));
+    }
+    let cmdline = std::fs::read(format!("/proc/{old}/cmdline")).unwrap_or_default();
+    // Chromium rewrites its command line as one string: the flag is a word of it, whatever the separator.
+    if !cmdline.split(|&b| b == 0 || b == b' ').any(|w| w == b"--no-sandbox") {
+        return Ok(ChromiumRestart { restarted: false, seconds: 0.0 });
+    }
+    let init = ns.init_pid;
+    let root = PathBuf::from(format!("/proc/{init}/root"));
+    let user = d.user.clone().unwrap_or_else(|| default_desktop_user(init));
+    let account = crate::account::Account::lookup_in(&root, &user).map_err(|e| Error::bad_input(format!("account {user}: {e}")))?;
+    let o = DesktopOptions {
+        display: d.display,
+        width: d.width,
+        height: d.height,
+        depth: d.depth,
+        url: d.url.clone(),
+        title: d.title.clone(),
+        guest: false,
+        chromium: true,
+        extra_chromium_args: extra_chromium_args.to_vec(),
+        guest_user: None,
+        desktop_user: Some(user),
+        mit_shm: d.mit_shm,
+        glx: d.glx,
+    };
+    let t0 = Instant::now();
+    // Every process of the old browser's tree, taken before it closes: its zygote and renderers outlive
+    // it briefly, reparented to the session's init.
+    let tree: Vec<(i32, u64)> = std::iter::once((old, old_start)).chain(crate::proc::descendants(old).into_iter().filter_map(|p| Some((p, crate::proc::start_time(p)?)))).collect();
+    let deadline = Instant::now() + crate::state::scaled(CHROMIUM_CLOSE_TIMEOUT);
+    if let Ok(mut cdp) = crate::cdp::Cdp::connect(init, d.devtools_port, deadline) {
+        // The reply may not come: the browser exits while answering.
+        let _ = cdp.send(None, "Browser.close", serde_json::json!({}));
+    }
+    while tree.iter().any(|&(p, st)| crate::proc::alive(p, st)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for &(p, st) in &tree {
+        if crate::proc::alive(p, st) {
+            // Chromium ran as the session's `user`: the signal goes to a process of the session's range.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    let gone_by = Instant::now() + Duration::from_secs(5);
+    while tree.iter().any(|&(p, st)| crate::proc::alive(p, st)) {
+        if Instant::now() > gone_by {
+            return Err(Error::failed(format!("session {}: the old Chromium (host pid {old}) did not exit after SIGKILL", session.id)));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (args, extra_env) = chromium_command(session, &o, ChromiumSandbox::On);
+    let mut env = desktop_env(o.display, &account);
+    env.extend(extra_env);
+    let role = "chromium";
+    let w = Watched { role: role.into(), host: None, init, pidfd: None };
+    let sp = spawn(session, &args, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env, cwd: None, uid_gid: Some((account.uid, account.gid)), pass_terminal: false })
+        .map_err(|e| match e {
+            Error::Failed(m) => w.error(&format!("could not be started ({m})")),
+            other => other,
+        })?;
+    let host = sp.host_pid.and_then(|p| Some((p, crate::proc::start_time(p)?)));
+    let pidfd = host.and_then(|(p, start)| crate::proc::Pidfd::open(p, start)).map(std::sync::Arc::new);
+    let w = Watched { host, pidfd, ..w };
+    wait_for_chromium(init, w.clone(), &[w])?;
+    let desktop = session.desktop.as_mut().expect("checked above");
+    desktop.processes[idx] = SessionProcess { role: role.into(), pid: sp.ns_pid, host_pid: sp.host_pid };
+    Ok(ChromiumRestart { restarted: true, seconds: t0.elapsed().as_secs_f64() })
+}
+
+/// The environment of every desktop process (and so of what the guest launches) on display `display`,
+/// as `account`.
+fn desktop_env(display: u32, account: &crate::account::Account) -> Vec<(String, String)> {
+    let bus = format!("unix:path={LOG_DIR}/bus");
+    vec![
+        ("DISPLAY".to_string(), format!(":{display}")),
+        ("DBUS_SESSION_BUS_ADDRESS".to_string(), bus),
+        ("XDG_RUNTIME_DIR".to_string(), format!("{LOG_DIR}/xdg")),
+        ("NO_AT_BRIDGE".to_string(), "0".to_string()),
+        // Every application of the session exposes itself to AT-SPI, as on OSWorld's image (GNOME's
+        // toolkit-accessibility on): Chromium (and so a task's google-chrome) reads ACCESSIBILITY_ENABLED,
+        // Qt applications (VLC) QT_ACCESSIBILITY; GTK ones register through the bridge anyway. The guest
+        // hands the same environment to what a task launches, so its windows show in /accessibility.
+        ("ACCESSIBILITY_ENABLED".to_string(), "1".to_string()),
+        ("QT_ACCESSIBILITY".to_string(), "1".to_string()),
+        // GTK 2 applications (GIMP 2.10, VLC's GTK dialogs) load their accessibility modules only when
+        // named here, as OSWorld's Ubuntu names them: GAIL and the AT-SPI bridge (packages libgail-common
+        // and libatk-adaptor, in the OSWorld image). GTK 3 has both built in and skips these two names; an
+        // image without the modules only makes a GTK 2 application print that it could not load them.
+        ("GTK_MODULES".to_string(), "gail:atk-bridge".to_string()),
+        // A UTF-8 locale, as on OSWorld's image: gnome-terminal's server (started by D-Bus with the bus's
+        // environment) refuses to run in the POSIX locale, and tasks' scripts print non-ASCII text.
+        // C.UTF-8 is glibc's own, in every Debian image without a locales package.
+        ("LANG".to_string(), "C.UTF-8".to_string()),
+        ("HOME".to_string(), account.home.display().to_string()),
+        ("USER".to_string(), account.name.clone()),
+        ("LOGNAME".to_string(), account.name.clone()),
+    ]
 }
 
 /// The session bus also at /run/user/UID/bus, where OSWorld's image (systemd's) has it: its tasks name that

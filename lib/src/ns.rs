@@ -22,6 +22,11 @@ use std::path::{Path, PathBuf};
 
 /// comm of every session init: how the sweep recognises a Drums session's PID namespace.
 pub const INIT_COMM: &str = "drums-init";
+/// Pseudo-terminals a session's devpts may hold at once (its `max=` option; drums(7), "Host ceilings"):
+/// far more than a desktop and its terminals use (a gnome-terminal tab, an exec --pass-terminal: one
+/// each), and a thousand sessions' worth fits below the host's kernel.pty.max of
+/// pipelines/setup.d/sysctl.sh. CRIU dumps the option with the mount, so restored siblings keep it.
+pub const PTYS_PER_SESSION: u32 = 256;
 const OLD_ROOT: &str = ".drums-oldroot";
 
 mod exec;
@@ -285,7 +290,10 @@ fn init_stage1(go_r: OwnedFd, status_w: &OwnedFd, userns: Userns) -> std::result
     // which is memory already: as tmpfs mounts of their own CRIU would tar them in every dump and untar
     // them in every restore.
     std::fs::set_permissions("/dev/shm", std::os::unix::fs::PermissionsExt::from_mode(0o1777)).map_err(|x| format!("chmod /dev/shm: {x}"))?;
-    mount(Some("devpts"), "/dev/pts", Some("devpts"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))
+    // max=: the session's share of the host's pseudo-terminals (kernel.pty.max counts every instance's
+    // together), so one session opening all it can leaves the others and the host theirs.
+    let devpts_opts = format!("newinstance,ptmxmode=0666,mode=0620,max={PTYS_PER_SESSION}");
+    mount(Some("devpts"), "/dev/pts", Some("devpts"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some(devpts_opts.as_str()))
         .map_err(|x| e("mount", &"/dev/pts", x))?;
     for (link, target) in [("/dev/ptmx", "pts/ptmx"), ("/dev/fd", "/proc/self/fd"), ("/dev/stdin", "/proc/self/fd/0"), ("/dev/stdout", "/proc/self/fd/1"), ("/dev/stderr", "/proc/self/fd/2")] {
         std::os::unix::fs::symlink(target, link).map_err(|x| format!("symlink {link}: {x}"))?;

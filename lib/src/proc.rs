@@ -208,6 +208,45 @@ pub fn pids() -> Vec<i32> {
     std::fs::read_dir("/proc").into_iter().flatten().flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
 }
 
+/// Host PIDs of every descendant of `pid` (its children, theirs, ...), from one scan of /proc; a process
+/// reparented away from the tree (its parent exited) is not among them.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = pids().into_iter().filter_map(|p| Some((p, ppid(p)?))).collect();
+    let (mut out, mut frontier) = (vec![], vec![pid]);
+    while let Some(p) = frontier.pop() {
+        for &(c, _) in parents.iter().filter(|(_, pp)| *pp == p) {
+            out.push(c);
+            frontier.push(c);
+        }
+    }
+    out
+}
+
+/// The processes that run in a PID namespace nested below the one of `init` (a session's): (host pid, its
+/// comm). Chromium's sandbox makes such namespaces for its zygote and each renderer. Found as the
+/// descendants, with a longer NSpid, of every process of that namespace (its init's tree, and what
+/// `drums-ns exec` joined into it, whose parent is on the host): only host root could put a process
+/// there otherwise.
+pub fn in_nested_pidns(init: i32) -> Vec<(i32, String)> {
+    let depth = |p: i32| status(p).and_then(|s| s.nspid).map(|v| v.len());
+    let (Some(d0), Ok(pidns)) = (depth(init), ns_inode(init, "pid")) else { return vec![] };
+    let parents: Vec<(i32, i32)> = pids().into_iter().filter_map(|p| Some((p, ppid(p)?))).collect();
+    let mut frontier = pids_in_pidns(pidns);
+    let mut seen: std::collections::BTreeSet<i32> = frontier.iter().copied().collect();
+    let mut out = vec![];
+    while let Some(p) = frontier.pop() {
+        for &(c, _) in parents.iter().filter(|(_, pp)| *pp == p) {
+            if seen.insert(c) {
+                frontier.push(c);
+                if depth(c).is_some_and(|d| d > d0) {
+                    out.push((c, comm(c)));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Host PIDs of every process whose PID namespace is `pidns` (inode).
 pub fn pids_in_pidns(pidns: u64) -> Vec<i32> {
     use std::os::unix::fs::MetadataExt;

@@ -76,4 +76,20 @@ pub enum Cmd {
         #[arg(value_name = "RECORDS")]
         input: Option<PathBuf>,
     },
+    /// Start the session's Chromium again with its own sandbox (a sibling restored with --userns).
+    ///
+    /// A restored sibling's Chromium is its checkpoint's, which ran with --no-sandbox; a session whose
+    /// Chromium runs its sandbox cannot be checkpointed (CRIU does not dump nested PID namespaces). This
+    /// closes that Chromium and starts a new one without --no-sandbox on the record's page, and prints the
+    /// record with the new process; check the page with drums-ready(1). A Chromium already sandboxed is
+    /// left as it is.
+    Sandbox {
+        /// An extra Chromium argument (those given to drums-desktop start are not recorded); may be
+        /// repeated.
+        #[arg(long = "chromium-arg", value_name = "ARG", allow_hyphen_values = true)]
+        chromium_args: Vec<String>,
+        /// Session records, one per line (default: stdin).
+        #[arg(value_name = "RECORDS")]
+        input: Option<PathBuf>,
+    },
 }

@@ -24,5 +24,14 @@ fn main() {
             }
             Ok(())
         }
+        Cmd::Sandbox { chromium_args, input } => {
+            let sessions = cli::read_sessions(input.as_deref())?;
+            cli::require_root()?;
+            for mut s in sessions {
+                drums::desktop::sandbox_chromium(&mut s, &chromium_args)?;
+                drums::session_io::emit_session(&s)?;
+            }
+            Ok(())
+        }
     })
 }
