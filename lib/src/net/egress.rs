@@ -23,7 +23,7 @@
 
 use crate::error::{Error, IoContext, Result};
 use crate::ledger::{Ledger, Resource};
-use crate::record::egress::{Allow, Cidr, Policy, Resolver, Section};
+use crate::record::egress::{Allow, ApplyTimes, Cidr, Policy, Resolver, Section};
 use crate::record::Session;
 use std::io::Write;
 use std::net::Ipv4Addr;
@@ -424,6 +424,8 @@ pub fn resource(slot: u32, state_dir: &Path) -> Resource {
 /// resolv.conf into its root (`merged`: the overlay, seen from the host) and its default route into its
 /// network namespace `netns`, and set `s.egress`. Under `none` it removes the state and the route.
 pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsenter::NsFile) -> Result<()> {
+    let mut lap = Lap::new();
+    let mut times = ApplyTimes::default();
     let net = s.net()?.clone();
     let slot = net.slot;
     let (host, _) = super::slot_addrs(slot);
@@ -433,6 +435,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     if had {
         remove(&res)?;
     }
+    times.remove_ms = lap.ms();
     if o.policy.is_none() {
         if had {
             ledger.release(res)?;
@@ -456,8 +459,10 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     }
     set_forwarding(&uplink.ifname)?;
     set_forwarding(&net.host_if)?;
+    times.prepare_ms = lap.ms();
     let t = table_name(slot);
     nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n{}", table_text(slot, &o.policy, &uplink.ifname, &o.except, o.rate, o.proxy.as_ref())))?;
+    times.nft_ms = lap.ms();
     let (rt, pref) = (route_table(slot), rule_pref(slot));
     let via = uplink.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
     let hif = &net.host_if;
@@ -474,11 +479,17 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
         ],
         false,
     )?;
+    times.routes_ms = lap.ms();
     let pid = start_resolver(&s.state_dir, slot, &o.policy, &upstream)?;
+    times.resolver_ms = lap.ms();
     super::audit::start(&s.state_dir, &s.id, slot)?;
+    times.auditor_ms = lap.ms();
     session_route(netns, Some(host))?;
+    times.session_route_ms = lap.ms();
     write_resolv_conf(&merged, s.id_range.as_ref())?;
     write_proxy_files(&merged, s.id_range.as_ref(), o.proxy.as_ref())?;
+    times.files_ms = lap.ms();
+    times.total_ms = lap.total_ms();
     s.egress = Some(Section {
         policy: o.policy.clone(),
         uplink: uplink.ifname.clone(),
@@ -491,9 +502,37 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
         rule_pref: pref,
         resolver: Resolver { listen: host.to_string(), upstream: upstream.iter().map(Ipv4Addr::to_string).collect(), pid: Some(pid) },
         applied_at: crate::state::now(),
+        apply_times: Some(times),
         extra: Default::default(),
     });
     Ok(())
+}
+
+/// Milliseconds since the last lap (and since the start), for ApplyTimes.
+struct Lap {
+    start: std::time::Instant,
+    last: std::time::Instant,
+}
+
+impl Lap {
+    fn new() -> Lap {
+        let now = std::time::Instant::now();
+        Lap { start: now, last: now }
+    }
+    fn ms(&mut self) -> f64 {
+        let now = std::time::Instant::now();
+        let d = now - self.last;
+        self.last = now;
+        round_ms(d)
+    }
+    fn total_ms(&self) -> f64 {
+        round_ms(self.start.elapsed())
+    }
+}
+
+/// Milliseconds to the microsecond.
+fn round_ms(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
 fn net_of(slot: u32) -> String {
