@@ -29,7 +29,11 @@ The teardown (also on failure) destroys every session, drains the pool, removes 
 the stand-in down; the host inventory (drums-sweep --report) is read before and after and compared.
 Holds the test suite's session lock (/run/drums/test.lock) for the whole run. Prints one JSON object;
 every figure has its unit, n and method; what was not measured is null with a reason.
-Usage: pipelines/net-bench.py [--starts 20] [--depth 4] [--downloads 5] [--out FILE]
+With --before-tools DIR (another build's tools, e.g. the commit before a change, copied to DIR): four
+  more arms in every round, cold_none_before, restore_none_before, cold_internet_before and
+  restore_internet_before, the same commands run with DIR's tools (PATH, and DRUMS_TOOLS_DIR for
+  pipelines/cold.sh), interleaved with the others; then the ratios after/before per arm, same run.
+Usage: pipelines/net-bench.py [--starts 20] [--depth 4] [--downloads 5] [--before-tools DIR] [--out FILE]
 """
 import argparse, json, os, statistics, subprocess, sys, time
 
@@ -180,6 +184,7 @@ def main():
     ap.add_argument("--starts", type=int, default=20, help="starts per arm (and first requests after a take)")
     ap.add_argument("--depth", type=int, default=4, help="pool depth kept during the interleaved starts")
     ap.add_argument("--downloads", type=int, default=5, help="downloads of the 100 MiB file per side")
+    ap.add_argument("--before-tools", metavar="DIR", help="another build's tools: run the cold and restore arms with them too, interleaved")
     ap.add_argument("--out")
     a = ap.parse_args()
     lock = bench_lock()  # noqa: F841 - held for the whole run
@@ -194,11 +199,22 @@ def main():
     result["host_inventory_before"] = inventory_counts(before)
     ckpt, c, pool_filled, live = "", None, False, []
     arms = [f"{k}_{p}" for p in POLICIES for k in ("cold", "restore")] + ["take"]
+    envs = {arm: ENVS[(arm.split("_") + ["internet"])[1]] for arm in arms}
+    if a.before_tools:
+        before = os.path.abspath(a.before_tools)
+        if not os.access(os.path.join(before, "drums-restore"), os.X_OK):
+            raise SystemExit(f"--before-tools {before}: no drums-restore there")
+        result["before_tools"] = {"dir": before, "drums_restore_sha256": sh(["sha256sum", os.path.join(before, "drums-restore")]).split()[0]}
+        for p in POLICIES:
+            for k in ("cold", "restore"):
+                arm = f"{k}_{p}_before"
+                arms.insert(arms.index(f"{k}_{p}") + 1, arm)
+                envs[arm] = dict(ENVS[p], PATH=before + ":" + ENVS[p]["PATH"], DRUMS_TOOLS_DIR=before)
     times = {arm: [] for arm in arms}
     first_wall, first_inner, first_attempts, first_fail = [], [], [], []
     dl = {"drums_session": [], "host_uplink": []}
     dl_fail, counted = [], []
-    parts = {p: [] for p in POLICIES}
+    parts = {arm: [] for arm in arms if arm.startswith("restore_")}
     try:
         standin_up()
         # A probe of the configuration before any desktop starts: a namespace under `internet`, its routes
@@ -226,7 +242,7 @@ def main():
         for i in range(a.starts):
             for arm in arms:
                 kind, policy = (arm.split("_") + ["internet"])[:2]
-                env = ENVS[policy]
+                env = envs[arm]
                 t0 = time.monotonic()
                 if kind == "cold":
                     out = sh([os.path.join(HERE, "pipelines/cold.sh")], env=env)
@@ -239,7 +255,8 @@ def main():
                 rec = check_ready(arm, out, policy)
                 times[arm].append(dt)
                 if kind == "restore":
-                    parts[policy].append(dict(rec["restore"]["times"], reseed_s=rec["reseed"]["total_s"], ready_s=rec["ready"]["ready_s"]))
+                    parts[arm].append(dict(rec["restore"]["times"], reseed_s=rec["reseed"]["total_s"], ready_s=rec["ready"]["ready_s"],
+                                           **{f"egress_{k}": v for k, v in ((rec.get("egress") or {}).get("apply_times") or {}).items()}))
                 if kind == "take":
                     t1 = time.monotonic()
                     got = session_fetch(rec, FIRST, "http://web.example.org/")
@@ -302,9 +319,19 @@ def main():
     result["internet_over_none"] = {k: {"p50_ratio": round(pct(times[f"{k}_internet"], 0.5) / pct(times[f"{k}_none"], 0.5), 3),
                                         "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[f"{k}_internet"], times[f"{k}_none"])], "n_each": n}
                                     for k in ("cold", "restore")}
-    result["restore_breakdown_p50_s"] = {p: {k: round(pct([b[k] for b in parts[p]], 0.5), 4) for k in parts[p][0]} for p in POLICIES if parts[p]}
+    result["restore_breakdown_p50_s"] = {arm: {k: round(pct([b[k] for b in parts[arm] if k in b], 0.5), 4) for k in parts[arm][0]} for arm in parts if parts[arm]}
     result["restore_breakdown_p50_s"]["method"] = ("p50 of the restore record's times (docs/record.md, restore.times; network_s includes applying the policy: "
-                                                   "the session's table, routes, resolver and auditor), reseed.total_s and ready.ready_s, per policy, n = starts")
+                                                   "the session's table, routes, resolver and auditor), reseed.total_s and ready.ready_s, and egress_* the steps of "
+                                                   "applying the policy (egress.apply_times, milliseconds, where the record has them), per arm, n = starts")
+    if a.before_tools:
+        result["after_over_before"] = {arm: {"p50_ratio": round(pct(times[arm], 0.5) / pct(times[f"{arm}_before"], 0.5), 3),
+                                             "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[arm], times[f"{arm}_before"])], "n_each": n}
+                                       for arm in times if f"{arm}_before" in times}
+        result["after_over_before"]["method"] = "p50 with this tree's tools over p50 with --before-tools' tools, same run, interleaved per round"
+        result["ratio_cold_over_restore_before"] = {
+            p: {"p50": round(pct(times[f"cold_{p}_before"], 0.5) / pct(times[f"restore_{p}_before"], 0.5), 2),
+                "p50_bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times[f"cold_{p}_before"], times[f"restore_{p}_before"])], "n_each": n}
+            for p in POLICIES}
     result["internet_over_none"]["method"] = "p50 under internet over p50 under none, same run, interleaved: what applying the policy costs a start"
     result["first_request_after_take"] = {
         "take_return_to_success_s": summary(first_wall), "inside_loop_s": summary(first_inner),

@@ -202,14 +202,15 @@ pub struct ApplyTimes {
     pub remove_ms: f64,
     /// Finding the uplink and upstream servers, the ledger line, forwarding turned on.
     pub prepare_ms: f64,
-    /// Creating the session's table, its sets and chains.
+    /// Starting the resolver (dnsmasq) and the connection auditor (`drums-net audit`), without waiting
+    /// for them: they start up beside the next two steps.
+    pub spawn_ms: f64,
+    /// Creating the session's table, its sets, counters and chains: one nftables transaction.
     pub nft_ms: f64,
-    /// The policy routing table's routes and the session's rules.
+    /// The policy routing table's routes and the session's rules (rtnetlink).
     pub routes_ms: f64,
-    /// Starting the resolver until it runs.
-    pub resolver_ms: f64,
-    /// Starting the connection auditor until it listens.
-    pub auditor_ms: f64,
+    /// Waiting for the resolver to run and the auditor to listen.
+    pub wait_ms: f64,
     /// The default route inside the session.
     pub session_route_ms: f64,
     /// The session's /etc/resolv.conf and proxy files.
