@@ -11,7 +11,9 @@
 # If a stage fails, the partial session is destroyed from its ledger before the script exits.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-[ -x "$here/target/release/drums-ns" ] && export PATH="$here/target/release:$PATH"
+# DRUMS_TOOLS_DIR: another build's tools to run instead of this tree's (net-bench.py --before-tools).
+tools=${DRUMS_TOOLS_DIR:-$here/target/release}
+[ -x "$tools/drums-ns" ] && export PATH="$tools:$PATH"
 export DRUMS_OWNER=${DRUMS_OWNER:-$PPID}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

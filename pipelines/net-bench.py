@@ -29,7 +29,11 @@ The teardown (also on failure) destroys every session, drains the pool, removes 
 the stand-in down; the host inventory (drums-sweep --report) is read before and after and compared.
 Holds the test suite's session lock (/run/drums/test.lock) for the whole run. Prints one JSON object;
 every figure has its unit, n and method; what was not measured is null with a reason.
-Usage: pipelines/net-bench.py [--starts 20] [--depth 4] [--downloads 5] [--out FILE]
+With --before-tools DIR (another build's tools, e.g. the commit before a change, copied to DIR): four
+  more arms in every round, cold_none_before, restore_none_before, cold_internet_before and
+  restore_internet_before, the same commands run with DIR's tools (PATH, and DRUMS_TOOLS_DIR for
+  pipelines/cold.sh), interleaved with the others; then the ratios after/before per arm, same run.
+Usage: pipelines/net-bench.py [--starts 20] [--depth 4] [--downloads 5] [--max-sessions 256] [--before-tools DIR] [--out FILE]
 """
 import argparse, json, os, statistics, subprocess, sys, time
 
@@ -180,6 +184,10 @@ def main():
     ap.add_argument("--starts", type=int, default=20, help="starts per arm (and first requests after a take)")
     ap.add_argument("--depth", type=int, default=4, help="pool depth kept during the interleaved starts")
     ap.add_argument("--downloads", type=int, default=5, help="downloads of the 100 MiB file per side")
+    ap.add_argument("--max-sessions", type=int, default=256,
+                    help="the pool fill's count ceiling (drums-pool fill --max-sessions): other work's sessions on the host count too, and at the "
+                         "default 32 a busy host stops the refills and every take fails")
+    ap.add_argument("--before-tools", metavar="DIR", help="another build's tools: run the cold and restore arms with them too, interleaved")
     ap.add_argument("--out")
     a = ap.parse_args()
     lock = bench_lock()  # noqa: F841 - held for the whole run
@@ -194,11 +202,22 @@ def main():
     result["host_inventory_before"] = inventory_counts(before)
     ckpt, c, pool_filled, live = "", None, False, []
     arms = [f"{k}_{p}" for p in POLICIES for k in ("cold", "restore")] + ["take"]
+    envs = {arm: ENVS[(arm.split("_") + ["internet"])[1]] for arm in arms}
+    if a.before_tools:
+        before = os.path.abspath(a.before_tools)
+        if not os.access(os.path.join(before, "drums-restore"), os.X_OK):
+            raise SystemExit(f"--before-tools {before}: no drums-restore there")
+        result["before_tools"] = {"dir": before, "drums_restore_sha256": sh(["sha256sum", os.path.join(before, "drums-restore")]).split()[0]}
+        for p in POLICIES:
+            for k in ("cold", "restore"):
+                arm = f"{k}_{p}_before"
+                arms.insert(arms.index(f"{k}_{p}") + 1, arm)
+                envs[arm] = dict(ENVS[p], PATH=before + ":" + ENVS[p]["PATH"], DRUMS_TOOLS_DIR=before)
     times = {arm: [] for arm in arms}
     first_wall, first_inner, first_attempts, first_fail = [], [], [], []
     dl = {"drums_session": [], "host_uplink": []}
-    dl_fail, counted = [], []
-    parts = {p: [] for p in POLICIES}
+    dl_fail, counted, take_fail = [], [], []
+    parts = {arm: [] for arm in arms if arm.startswith("restore_")}
     try:
         standin_up()
         # A probe of the configuration before any desktop starts: a namespace under `internet`, its routes
@@ -222,24 +241,31 @@ def main():
         c = json.loads(ckpt)
         result["checkpoint"] = {"id": c["id"], "made_under": "none", "image_mib": round(c["image_bytes"] / 2**20, 1)}
         pool_filled = True
-        sh(["drums-pool", "fill", "--checkpoint", c["id"], "--depth", str(a.depth)], env=ENVS["internet"])
+        sh(["drums-pool", "fill", "--checkpoint", c["id"], "--depth", str(a.depth), "--max-sessions", str(a.max_sessions)], env=ENVS["internet"])
         for i in range(a.starts):
             for arm in arms:
                 kind, policy = (arm.split("_") + ["internet"])[:2]
-                env = ENVS[policy]
+                env = envs[arm]
                 t0 = time.monotonic()
                 if kind == "cold":
                     out = sh([os.path.join(HERE, "pipelines/cold.sh")], env=env)
                 elif kind == "restore":
                     out = sh(["drums-restore", "--ready"], stdin=ckpt, env=env)
                 else:
-                    out = sh(["drums-pool", "take", "--checkpoint", c["id"]], env=env)
+                    try:
+                        out = sh(["drums-pool", "take", "--checkpoint", c["id"]], env=env)
+                    except RuntimeError as e:
+                        # Said in the result (take_failures), the pool refilled, the round goes on.
+                        take_fail.append(f"round {i + 1}: {str(e)[-400:]}")
+                        sh(["drums-pool", "fill", "--checkpoint", c["id"], "--depth", str(a.depth), "--max-sessions", str(a.max_sessions)], env=env)
+                        continue
                 dt = time.monotonic() - t0
                 live.append(out)
                 rec = check_ready(arm, out, policy)
                 times[arm].append(dt)
                 if kind == "restore":
-                    parts[policy].append(dict(rec["restore"]["times"], reseed_s=rec["reseed"]["total_s"], ready_s=rec["ready"]["ready_s"]))
+                    parts[arm].append(dict(rec["restore"]["times"], reseed_s=rec["reseed"]["total_s"], ready_s=rec["ready"]["ready_s"],
+                                           **{f"egress_{k}": v for k, v in ((rec.get("egress") or {}).get("apply_times") or {}).items()}))
                 if kind == "take":
                     t1 = time.monotonic()
                     got = session_fetch(rec, FIRST, "http://web.example.org/")
@@ -254,8 +280,8 @@ def main():
                 destroy(out)
                 live.remove(out)
                 if kind == "take":
-                    sh(["drums-pool", "fill", "--checkpoint", c["id"], "--depth", str(a.depth)], env=env)
-            print(f"net-bench: round {i + 1}/{a.starts}: " + ", ".join(f"{k} {times[k][-1]:.3f} s" for k in arms), file=sys.stderr)
+                    sh(["drums-pool", "fill", "--checkpoint", c["id"], "--depth", str(a.depth), "--max-sessions", str(a.max_sessions)], env=env)
+            print(f"net-bench: round {i + 1}/{a.starts}: " + ", ".join(f"{k} {times[k][-1]:.3f} s" for k in arms if times[k]), file=sys.stderr)
         # Throughput: one sibling under `internet`, the host's side of the uplink, alternated.
         out = sh(["drums-restore", "--ready"], stdin=ckpt, env=ENVS["internet"])
         live.append(out)
@@ -292,19 +318,33 @@ def main():
         subprocess.run(["rm", "-rf", STANDIN_DIR])  # its web root holds the 100 MiB file
     n = a.starts
     t = result["time_to_agent_ready"] = {arm: summary(times[arm]) for arm in arms}
+    result["take_failures"] = take_fail
     result["ratio_cold_over_restore"] = {}
     for p in POLICIES:
         cold, rest = times[f"cold_{p}"], times[f"restore_{p}"]
         result["ratio_cold_over_restore"][p] = {"p50": round(pct(cold, 0.5) / pct(rest, 0.5), 2), "p50_bootstrap_95": [round(x, 2) for x in bootstrap_ratio(cold, rest)],
                                                 "n_each": n, "target": "p50 ratio >= 2 (issue 26)"}
-    result["ratio_cold_internet_over_take"] = {"p50": round(pct(times["cold_internet"], 0.5) / pct(times["take"], 0.5), 1),
-                                               "p50_bootstrap_95": [round(x, 1) for x in bootstrap_ratio(times["cold_internet"], times["take"])], "n_each": n}
+    if times["take"]:
+        result["ratio_cold_internet_over_take"] = {"p50": round(pct(times["cold_internet"], 0.5) / pct(times["take"], 0.5), 1),
+                                                   "p50_bootstrap_95": [round(x, 1) for x in bootstrap_ratio(times["cold_internet"], times["take"])], "n_each": {"cold_internet": len(times["cold_internet"]), "take": len(times["take"])}}
+    else:
+        result["ratio_cold_internet_over_take"] = {"p50": None, "null_reason": "no take succeeded (take_failures)"}
     result["internet_over_none"] = {k: {"p50_ratio": round(pct(times[f"{k}_internet"], 0.5) / pct(times[f"{k}_none"], 0.5), 3),
                                         "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[f"{k}_internet"], times[f"{k}_none"])], "n_each": n}
                                     for k in ("cold", "restore")}
-    result["restore_breakdown_p50_s"] = {p: {k: round(pct([b[k] for b in parts[p]], 0.5), 4) for k in parts[p][0]} for p in POLICIES if parts[p]}
+    result["restore_breakdown_p50_s"] = {arm: {k: round(pct([b[k] for b in parts[arm] if k in b], 0.5), 4) for k in parts[arm][0]} for arm in parts if parts[arm]}
     result["restore_breakdown_p50_s"]["method"] = ("p50 of the restore record's times (docs/record.md, restore.times; network_s includes applying the policy: "
-                                                   "the session's table, routes, resolver and auditor), reseed.total_s and ready.ready_s, per policy, n = starts")
+                                                   "the session's table, routes, resolver and auditor), reseed.total_s and ready.ready_s, and egress_* the steps of "
+                                                   "applying the policy (egress.apply_times, milliseconds, where the record has them), per arm, n = starts")
+    if a.before_tools:
+        result["after_over_before"] = {arm: {"p50_ratio": round(pct(times[arm], 0.5) / pct(times[f"{arm}_before"], 0.5), 3),
+                                             "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[arm], times[f"{arm}_before"])], "n_each": n}
+                                       for arm in times if f"{arm}_before" in times}
+        result["after_over_before"]["method"] = "p50 with this tree's tools over p50 with --before-tools' tools, same run, interleaved per round"
+        result["ratio_cold_over_restore_before"] = {
+            p: {"p50": round(pct(times[f"cold_{p}_before"], 0.5) / pct(times[f"restore_{p}_before"], 0.5), 2),
+                "p50_bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times[f"cold_{p}_before"], times[f"restore_{p}_before"])], "n_each": n}
+            for p in POLICIES}
     result["internet_over_none"]["method"] = "p50 under internet over p50 under none, same run, interleaved: what applying the policy costs a start"
     result["first_request_after_take"] = {
         "take_return_to_success_s": summary(first_wall), "inside_loop_s": summary(first_inner),

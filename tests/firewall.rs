@@ -409,6 +409,53 @@ fn sessions_cannot_forge_source_addresses() {
 /// (one netlink request), with that memory removed (one `nft` listing), and with a chain flushed before
 /// each check (listing, replacing, listing again). Run by hand:
 /// cargo test --release --test firewall -- --ignored --nocapture cost_of_the_check
+/// Drums' own transactions on a session's policy table (made at every start under a policy, deleted at
+/// every destroy) keep the firewall's verification, so the next start lists nothing; a change to
+/// `inet drums` committed between the check's two generation reads (here inside the transaction, by
+/// hand) is not covered by it: the next check lists the table and puts it back whole.
+#[test]
+fn own_policy_table_transactions_keep_the_check_and_nothing_else_does() {
+    require_root();
+    let _lock = session_lock();
+    let verified = drums::state::state_root().join("firewall-verified.json");
+    let verified_generation = || serde_json::from_slice::<serde_json::Value>(&std::fs::read(&verified).unwrap()).unwrap()["generation"].as_u64().unwrap();
+    let t = drums::net::egress::table_name(drums::net::POOL_SLOTS - 2);
+    drums::net::ensure_firewall().unwrap();
+    // Alone: still verified, at the generation the transaction made. (Another process's commit at the
+    // same moment, outside the test lock, would rightly lose it: three tries.)
+    let alone = |what: &str| {
+        let kept = (0..3).any(|_| {
+            drums::net::ensure_firewall().unwrap();
+            drums::net::own_nft_transaction(|| {
+                nft(&[what, "table", "inet", &t]);
+                Ok(())
+            })
+            .unwrap();
+            let kept = verified_generation() == drums::net::nft_generation().unwrap() as u64;
+            if !kept && what == "add" {
+                nft(&["delete", "table", "inet", &t]);
+            } else if !kept {
+                nft(&["add", "table", "inet", &t]);
+            }
+            kept
+        });
+        assert!(kept, "Drums' own transaction alone ({what} table) lost the check, three times");
+    };
+    alone("add");
+    alone("delete");
+    // A change to the firewall in between: never taken for Drums' own.
+    drums::net::own_nft_transaction(|| {
+        nft(&["flush", "chain", "inet", "drums", "forward"]);
+        nft(&["add", "table", "inet", &t]);
+        Ok(())
+    })
+    .unwrap();
+    assert_ne!(verified_generation(), drums::net::nft_generation().unwrap() as u64, "a flushed firewall chain was taken for part of Drums' own transaction");
+    drums::net::ensure_firewall().unwrap();
+    nft(&["delete", "table", "inet", &t]);
+    assert_firewall_whole(&drums::net::allowed_uids().unwrap());
+}
+
 #[test]
 #[ignore]
 fn cost_of_the_check() {

@@ -611,7 +611,12 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
             Candidate::Cgroup(p) => super::remove_cgroup(p).map(|_| "removed".into()).map_err(|f| (f.reason, f.errno)),
             Candidate::Egress(slot) => {
                 let res = crate::net::egress::resource(*slot, Path::new("/nonexistent"));
-                crate::net::egress::remove(&res).map(|_| "removed with its rules and routes".into()).map_err(|e| (e.to_string(), None))
+                // Its auditor too, found by its slot (its pid file was in the lost state directory): left
+                // running, it would hold the slot's log groups and the next session there could not audit.
+                let stale = crate::net::audit::kill_stale(*slot, Path::new("/nonexistent/audit.pid"));
+                crate::net::egress::remove(&res)
+                    .map(|_| if stale > 0 { format!("removed with its rules, routes and {stale} stale auditor(s)") } else { "removed with its rules and routes".into() })
+                    .map_err(|e| (e.to_string(), None))
             }
             Candidate::Partial(p) => match fsops::remove_tree(p) {
                 Ok(true) => Ok("removed".into()),

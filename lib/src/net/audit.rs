@@ -141,10 +141,17 @@ impl Allowed {
     }
 }
 
+/// An auditor started by `spawn`, not yet known to listen.
+pub struct Starting {
+    child: std::process::Child,
+    /// The read end of the pipe on which it says it listens (its pid), or ends without a word.
+    ready: OwnedFd,
+    err_path: PathBuf,
+}
+
 /// Start the auditor of the session `session` (slot `slot`, state directory `state_dir`): `drums-net audit`
-/// beside this tool's executable, in a session of its own, returning once it listens (its pid file is
-/// written after its sockets are bound), or failing with what it wrote.
-pub fn start(state_dir: &Path, session: &str, slot: u32) -> Result<i32> {
+/// beside this tool's executable, in a session of its own; `wait` then waits until it listens.
+pub fn spawn(state_dir: &Path, session: &str, slot: u32) -> Result<Starting> {
     // Bytes per connection: off by default in the kernel; without it the log's bytes are null, said why.
     let _ = std::fs::write("/proc/sys/net/netfilter/nf_conntrack_acct", "1");
     let me = std::env::current_exe().map_err(|e| Error::failed(format!("find own executable: {e}")))?;
@@ -156,44 +163,137 @@ pub fn start(state_dir: &Path, session: &str, slot: u32) -> Result<i32> {
     let _ = std::fs::remove_file(&pid_file);
     let err_path = state_dir.join(ERR_FILE);
     let err = std::fs::File::create(&err_path).ctx("create", &err_path)?;
+    // Both ends close on exec: only the auditor gets the write end (below), so that no other child of
+    // this process (the resolver's dnsmasq, nft) holds it open and the read end sees the end of file
+    // when the auditor ends.
+    let mut fds = [0i32; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::failed(format!("a pipe for the auditor's readiness: {}", std::io::Error::last_os_error())));
+    }
+    let (ready, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let wfd = write.as_raw_fd();
     let mut cmd = std::process::Command::new(&program);
     cmd.arg("audit")
         .arg(format!("--state-dir={}", state_dir.display()))
         .arg(format!("--session={session}"))
         .arg(format!("--slot={slot}"))
         .arg(format!("--pid-file={}", pid_file.display()))
+        .arg(format!("--ready-fd={wfd}"))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(err);
     unsafe {
         use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::setsid();
+            // The write end stays open across the exec, in the child only.
+            if libc::fcntl(wfd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|e| Error::failed(format!("start {}: {e}", program.display())))?;
-    let t0 = std::time::Instant::now();
-    loop {
-        if let Ok(t) = std::fs::read_to_string(&pid_file) {
-            if let Ok(pid) = t.trim().parse::<i32>() {
-                // Reaped by a thread of its own once it ends (killed with the session's egress state), so
-                // that a long-lived caller keeps no zombie; a short-lived one's exit hands it to init.
-                std::thread::spawn(move || child.wait());
-                return Ok(pid);
+    let child = cmd.spawn().map_err(|e| Error::failed(format!("start {}: {e}", program.display())))?;
+    drop(write);
+    Ok(Starting { child, ready, err_path })
+}
+
+/// Wait until the auditor `spawn` started listens (it writes its pid on the pipe, after its sockets are
+/// bound and its pid file written): its pid, or the failure it wrote. No polling: one blocking read,
+/// bounded by 10 s.
+pub fn wait(st: Starting) -> Result<i32> {
+    let Starting { mut child, ready, err_path } = st;
+    let limit = crate::state::scaled(std::time::Duration::from_secs(10));
+    let deadline = std::time::Instant::now() + limit;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 32];
+    let ended = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut p = libc::pollfd { fd: ready.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let n = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
             }
+            return Err(Error::failed(format!("waiting for the connection auditor: {e}")));
         }
-        if let Ok(Some(st)) = child.try_wait() {
-            let why = std::fs::read_to_string(&err_path).unwrap_or_default();
-            return Err(Error::failed(format!("the session's connection auditor (drums-net audit) ended at start ({st}): {}", why.trim())));
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(10) {
+        if n == 0 {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(Error::failed("the session's connection auditor (drums-net audit) did not start listening within 10 s"));
+            return Err(Error::failed(format!("the session's connection auditor (drums-net audit) did not start listening within {} s", limit.as_secs())));
         }
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        let r = unsafe { libc::read(ready.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        match r {
+            0 => break true,
+            r if r > 0 => {
+                got.extend_from_slice(&buf[..r as usize]);
+                if got.ends_with(b"\n") {
+                    break false;
+                }
+            }
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return Err(Error::failed(format!("waiting for the connection auditor: {}", std::io::Error::last_os_error()))),
+        }
+    };
+    if let (false, Ok(pid)) = (ended, String::from_utf8_lossy(&got).trim().parse::<i32>()) {
+        // Reaped by a thread of its own once it ends (killed with the session's egress state), so that a
+        // long-lived caller keeps no zombie; a short-lived one's exit hands it to init.
+        std::thread::spawn(move || child.wait());
+        return Ok(pid);
     }
+    let st = child.wait().map_err(|e| Error::failed(format!("the session's connection auditor: {e}")))?;
+    let why = std::fs::read_to_string(&err_path).unwrap_or_default();
+    Err(Error::failed(format!("the session's connection auditor (drums-net audit) ended at start ({st}): {}", why.trim())))
+}
+
+/// `wait`; and when the auditor could not start because another auditor of the same slot holds its log
+/// groups (the kernel refuses a group bound by another socket, EPERM: seen once under concurrency), that
+/// other one is stale, since a slot is one live session's at a time (its link `drums<slot>` exists
+/// host-wide once): it is killed and the auditor started again, once. Costs nothing when the first
+/// start listens.
+pub fn wait_replacing_stale(st: Starting, state_dir: &Path, session: &str, slot: u32) -> Result<i32> {
+    match wait(st) {
+        Ok(pid) => Ok(pid),
+        Err(e) => {
+            if kill_stale(slot, &state_dir.join(PID_FILE)) == 0 {
+                return Err(e);
+            }
+            wait(spawn(state_dir, session, slot)?)
+        }
+    }
+}
+
+/// Kill every `drums-net audit` of slot `slot` whose pid file is not `mine` (a session's whose egress
+/// state was never removed: its ledger lost, or its starter killed before the auditor wrote its pid
+/// file); how many there were.
+pub fn kill_stale(slot: u32, mine: &Path) -> usize {
+    let (want_slot, mine) = (format!("--slot={slot}"), format!("--pid-file={}", mine.display()));
+    let mut killed = 0;
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        let is_auditor = args.first().is_some_and(|a| a.ends_with(b"/drums-net") || *a == b"drums-net") && args.get(1) == Some(&&b"audit"[..]);
+        if !is_auditor || !args.contains(&want_slot.as_bytes()) || args.contains(&mine.as_bytes()) {
+            continue;
+        }
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+        if fd < 0 {
+            continue;
+        }
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // Still the same process (the pid not reused between the read and the open).
+        if std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default() != cmd {
+            continue;
+        }
+        unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0) };
+        // Its sockets close when it exits: poll the pidfd until then (readable once the process ended).
+        let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        unsafe { libc::poll(&mut p, 1, 2000) };
+        killed += 1;
+    }
+    killed
 }
 
 // nfnetlink: subsystems, messages and attributes (linux/netfilter/nfnetlink*.h).
@@ -442,9 +542,10 @@ fn resolved(line: &str) -> Option<(String, Ipv4Addr)> {
     Some((w.get(i + 1)?.to_string(), w.get(i + 3)?.parse().ok()?))
 }
 
-/// The auditor's work (`drums-net audit`): bind its sockets, write `pid_file`, then log until killed or
-/// until the session's state directory is gone.
-pub fn run(state_dir: &Path, session: &str, slot: u32, pid_file: &Path) -> Result<()> {
+/// The auditor's work (`drums-net audit`): bind its sockets, write `pid_file` (and the pid on `ready_fd`,
+/// which it then closes: its starter's `wait` reads it), then log until killed or until the session's
+/// state directory is gone.
+pub fn run(state_dir: &Path, session: &str, slot: u32, pid_file: &Path, ready_fd: Option<i32>) -> Result<()> {
     let (_, session_addr) = super::slot_addrs(slot);
     let sock_err = |what: &str, e: std::io::Error| Error::failed(format!("connection auditor: {what}: {e}"));
     let events = nl_socket(&[NFNLGRP_CONNTRACK_NEW, NFNLGRP_CONNTRACK_UPDATE, NFNLGRP_CONNTRACK_DESTROY]).map_err(|e| sock_err("conntrack events", e))?;
@@ -473,6 +574,11 @@ pub fn run(state_dir: &Path, session: &str, slot: u32, pid_file: &Path) -> Resul
     let tmp = pid_file.with_extension("tmp");
     std::fs::write(&tmp, format!("{}\n", std::process::id())).ctx("write", &tmp)?;
     std::fs::rename(&tmp, pid_file).ctx("rename", pid_file)?;
+    if let Some(fd) = ready_fd {
+        // Taken over: closed once written, so that nothing else this process runs (nft) keeps it.
+        let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        f.write_all(format!("{}\n", std::process::id()).as_bytes()).map_err(|e| Error::failed(format!("connection auditor: write to --ready-fd {fd}: {e}")))?;
+    }
 
     let mut names = Names { path: state_dir.join(super::egress::LOG_FILE), offset: 0, partial: String::new(), by_addr: HashMap::new() };
     // Open connections by conntrack id: (when opened, whether their close was logged).

@@ -23,7 +23,7 @@
 
 use crate::error::{Error, IoContext, Result};
 use crate::ledger::{Ledger, Resource};
-use crate::record::egress::{Allow, Cidr, Policy, Resolver, Section};
+use crate::record::egress::{Allow, ApplyTimes, Cidr, Policy, Resolver, Section};
 use crate::record::Session;
 use std::io::Write;
 use std::net::Ipv4Addr;
@@ -386,27 +386,6 @@ pub(super) fn nft(input: &str) -> Result<()> {
     Ok(())
 }
 
-/// Run `ip -batch -` with `lines`; `force`: go on past errors (removal of what may be gone).
-fn ip_batch(lines: &[String], force: bool) -> Result<()> {
-    let mut args = vec!["-batch", "-"];
-    if force {
-        args.insert(0, "-force");
-    }
-    let mut child = std::process::Command::new("ip")
-        .args(&args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::env(format!("ip (package iproute2) is needed for a session's network policy: {e}")))?;
-    child.stdin.take().unwrap().write_all(lines.join("\n").as_bytes()).map_err(|e| Error::failed(format!("ip: {e}")))?;
-    let o = child.wait_with_output().map_err(|e| Error::failed(format!("ip: {e}")))?;
-    if !o.status.success() && !force {
-        return Err(Error::failed(format!("ip -batch: {}", String::from_utf8_lossy(&o.stderr).trim())));
-    }
-    Ok(())
-}
-
 fn set_forwarding(ifname: &str) -> Result<()> {
     let p = PathBuf::from(format!("/proc/sys/net/ipv4/conf/{ifname}/forwarding"));
     if !p.exists() {
@@ -424,6 +403,8 @@ pub fn resource(slot: u32, state_dir: &Path) -> Resource {
 /// resolv.conf into its root (`merged`: the overlay, seen from the host) and its default route into its
 /// network namespace `netns`, and set `s.egress`. Under `none` it removes the state and the route.
 pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsenter::NsFile) -> Result<()> {
+    let mut lap = Lap::new();
+    let mut times = ApplyTimes::default();
     let net = s.net()?.clone();
     let slot = net.slot;
     let (host, _) = super::slot_addrs(slot);
@@ -433,6 +414,7 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     if had {
         remove(&res)?;
     }
+    times.remove_ms = lap.ms();
     if o.policy.is_none() {
         if had {
             ledger.release(res)?;
@@ -456,29 +438,42 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     }
     set_forwarding(&uplink.ifname)?;
     set_forwarding(&net.host_if)?;
+    times.prepare_ms = lap.ms();
+    // The resolver and the auditor start first and are waited for last: their start-up (a fork and
+    // exec each, dnsmasq's set-up, the auditor's sockets) runs beside the table and the routes, on the
+    // other core. Neither needs them to start: the resolver binds the host end's address, which the link
+    // has; the auditor binds log groups, which need no table. Once spawned they are always waited for,
+    // even when the table or the routes failed, so that their pid files exist and the removal of the
+    // ledgered resource finds and kills them.
     let t = table_name(slot);
-    nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n{}", table_text(slot, &o.policy, &uplink.ifname, &o.except, o.rate, o.proxy.as_ref())))?;
     let (rt, pref) = (route_table(slot), rule_pref(slot));
-    let via = uplink.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
-    let hif = &net.host_if;
-    ip_batch(
-        &[
-            format!("route replace table {rt} default{via} dev {}", uplink.ifname),
-            format!("route replace table {rt} {} dev {hif} scope link src {host}", net_of(slot)),
-            format!("rule add pref {pref} iif {hif} lookup {rt}"),
-            format!("rule add pref {pref} from {host} ipproto udp dport 53 lookup {rt}"),
-            format!("rule add pref {pref} from {host} ipproto tcp dport 53 lookup {rt}"),
-            format!("rule add pref {pref} iif {hif} prohibit"),
-            format!("rule add pref {pref} from {host} ipproto udp dport 53 prohibit"),
-            format!("rule add pref {pref} from {host} ipproto tcp dport 53 prohibit"),
-        ],
-        false,
-    )?;
-    let pid = start_resolver(&s.state_dir, slot, &o.policy, &upstream)?;
-    super::audit::start(&s.state_dir, &s.id, slot)?;
+    let resolver = spawn_resolver(&s.state_dir, slot, &o.policy, &upstream);
+    let auditor = super::audit::spawn(&s.state_dir, &s.id, slot);
+    times.spawn_ms = lap.ms();
+    let made = (|| {
+        if resolver.is_err() || auditor.is_err() {
+            // Said below, once the other one was waited for.
+            return Ok(());
+        }
+        // One nftables transaction: the table, its sets, counters and chains.
+        super::own_nft_transaction(|| nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n{}", table_text(slot, &o.policy, &uplink.ifname, &o.except, o.rate, o.proxy.as_ref()))))?;
+        times.nft_ms = lap.ms();
+        policy_routes(slot, &uplink, &net.host_if)?;
+        times.routes_ms = lap.ms();
+        Ok::<_, Error>(())
+    })();
+    let resolver = resolver.and_then(wait_resolver);
+    let auditor = auditor.and_then(|st| super::audit::wait_replacing_stale(st, &s.state_dir, &s.id, slot));
+    times.wait_ms = lap.ms();
+    made?;
+    let pid = resolver?;
+    auditor?;
     session_route(netns, Some(host))?;
+    times.session_route_ms = lap.ms();
     write_resolv_conf(&merged, s.id_range.as_ref())?;
     write_proxy_files(&merged, s.id_range.as_ref(), o.proxy.as_ref())?;
+    times.files_ms = lap.ms();
+    times.total_ms = lap.total_ms();
     s.egress = Some(Section {
         policy: o.policy.clone(),
         uplink: uplink.ifname.clone(),
@@ -491,15 +486,39 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
         rule_pref: pref,
         resolver: Resolver { listen: host.to_string(), upstream: upstream.iter().map(Ipv4Addr::to_string).collect(), pid: Some(pid) },
         applied_at: crate::state::now(),
+        apply_times: Some(times),
         extra: Default::default(),
     });
     Ok(())
 }
 
-fn net_of(slot: u32) -> String {
-    let (h, _) = super::slot_addrs(slot);
-    format!("{}/{}", Ipv4Addr::from(u32::from(h) - 1), super::PREFIX_LEN)
+/// Milliseconds since the last lap (and since the start), for ApplyTimes.
+struct Lap {
+    start: std::time::Instant,
+    last: std::time::Instant,
 }
+
+impl Lap {
+    fn new() -> Lap {
+        let now = std::time::Instant::now();
+        Lap { start: now, last: now }
+    }
+    fn ms(&mut self) -> f64 {
+        let now = std::time::Instant::now();
+        let d = now - self.last;
+        self.last = now;
+        round_ms(d)
+    }
+    fn total_ms(&self) -> f64 {
+        round_ms(self.start.elapsed())
+    }
+}
+
+/// Milliseconds to the microsecond.
+fn round_ms(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
 
 /// The dnsmasq command line of a session's resolver. Without dnsmasq's --stop-dns-rebind: it also
 /// refuses the documentation ranges (TEST-NET-1..3), where the tests' stand-in internet lives, and a
@@ -560,16 +579,24 @@ pub fn resolver_args(state_dir: &Path, slot: u32, policy: &Policy, upstream: &[I
     a
 }
 
-fn start_resolver(state_dir: &Path, slot: u32, policy: &Policy, upstream: &[Ipv4Addr]) -> Result<i32> {
+/// Start the session's resolver; `wait_resolver` waits until it runs. dnsmasq forks its daemon and
+/// exits once it runs (or with the reason it cannot): a started resolver is known by its pid file, which
+/// the ledgered resource names (killed at removal).
+fn spawn_resolver(state_dir: &Path, slot: u32, policy: &Policy, upstream: &[Ipv4Addr]) -> Result<(std::process::Child, PathBuf)> {
     let pid_file = state_dir.join(PID_FILE);
     let _ = std::fs::remove_file(&pid_file);
-    // dnsmasq forks its daemon and exits once it runs (or with the reason it cannot): a started resolver is
-    // known by its pid file, which the ledgered resource names (killed at removal).
-    let o = std::process::Command::new("dnsmasq")
+    let child = std::process::Command::new("dnsmasq")
         .args(resolver_args(state_dir, slot, policy, upstream))
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .map_err(|e| Error::env(format!("dnsmasq (package dnsmasq-base) is needed for a session's resolver: {e}")))?;
+    Ok((child, pid_file))
+}
+
+fn wait_resolver((child, pid_file): (std::process::Child, PathBuf)) -> Result<i32> {
+    let o = child.wait_with_output().map_err(|e| Error::failed(format!("the session's resolver (dnsmasq): {e}")))?;
     if !o.status.success() {
         return Err(Error::failed(format!("the session's resolver (dnsmasq) did not start: {}", String::from_utf8_lossy(&o.stderr).trim())));
     }
@@ -660,43 +687,170 @@ pub fn remove(res: &Resource) -> Result<()> {
         kill_daemon(&dir.join(super::audit::PID_FILE))?;
     }
     let t = table_name(*slot);
-    nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n"))?;
-    let (rt, pref) = (route_table(*slot), rule_pref(*slot));
-    // Every rule at the session's preference, whatever it says (iif, from, prohibit): `ip rule del pref`
-    // deletes one per line, so as many lines as there can be.
-    let mut lines: Vec<String> = (0..12).map(|_| format!("rule del pref {pref}")).collect();
-    lines.push(format!("route flush table {rt}"));
-    ip_batch(&lines, true)?;
-    if rules_at(pref)? > 0 {
-        return Err(Error::failed(format!("rules at preference {pref} remain after removal")));
-    }
-    Ok(())
+    super::own_nft_transaction(|| nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n")))?;
+    remove_policy_routes(*slot)
 }
 
-fn rules_at(pref: u32) -> Result<usize> {
-    let o = std::process::Command::new("ip").args(["-4", "rule", "show", "pref", &pref.to_string()]).output().map_err(|e| Error::env(format!("ip: {e}")))?;
-    Ok(String::from_utf8_lossy(&o.stdout).lines().filter(|l| !l.trim().is_empty()).count())
+/// Delete every rule at the session's preference, whatever it says (iif, from, prohibit), and every route
+/// of its routing table; then check that no rule is left there. Idempotent.
+fn remove_policy_routes(slot: u32) -> Result<()> {
+    use futures::TryStreamExt;
+    use rtnetlink::packet_route::{route::RouteAttribute, rule::RuleAttribute};
+    let (rt, pref) = (route_table(slot), rule_pref(slot));
+    let nl = |what: &str, e: rtnetlink::Error| Error::failed(format!("netlink: {what}: {e}"));
+    crate::netlink::run(|h| async move {
+        let at_pref = |h: rtnetlink::Handle| async move {
+            let mut rules = h.rule().get(rtnetlink::IpVersion::V4).execute();
+            let mut found = vec![];
+            while let Some(r) = rules.try_next().await.map_err(|e| nl("list rules", e))? {
+                if r.attributes.iter().any(|a| *a == RuleAttribute::Priority(pref)) {
+                    found.push(r);
+                }
+            }
+            Ok::<_, Error>(found)
+        };
+        for r in at_pref(h.clone()).await? {
+            match h.rule().del(r).execute().await {
+                Ok(()) => {}
+                // Gone meanwhile (another removal of the same session's state): what was wanted.
+                Err(rtnetlink::Error::NetlinkError(m)) if m.raw_code() == -libc::ENOENT => {}
+                Err(e) => return Err(nl(&format!("delete a rule at preference {pref}"), e)),
+            }
+        }
+        let mut routes = h.route().get(rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new().build()).execute();
+        let mut mine = vec![];
+        while let Some(r) = routes.try_next().await.map_err(|e| nl("list routes", e))? {
+            if r.attributes.iter().any(|a| *a == RouteAttribute::Table(rt)) {
+                mine.push(r);
+            }
+        }
+        for r in mine {
+            match h.route().del(r).execute().await {
+                Ok(()) => {}
+                Err(rtnetlink::Error::NetlinkError(m)) if [-libc::ENOENT, -libc::ESRCH].contains(&m.raw_code()) => {}
+                Err(e) => return Err(nl(&format!("delete a route of table {rt}"), e)),
+            }
+        }
+        if !at_pref(h.clone()).await?.is_empty() {
+            return Err(Error::failed(format!("rules at preference {pref} remain after removal")));
+        }
+        Ok(())
+    })
+}
+
+/// The session's policy routing (see the module's comment): its routing table `route_table(slot)` with
+/// the uplink's default route and the session's own network (the resolver's answers go back through the
+/// link), and at `rule_pref(slot)` what comes in on the link and the resolver's queries (from the host
+/// end's address to port 53) go to that table, else are refused (`prohibit`). One rtnetlink connection,
+/// no `ip` process (which cost 3-4 ms a start).
+fn policy_routes(slot: u32, uplink: &Uplink, host_if: &str) -> Result<()> {
+    use rtnetlink::packet_route::{
+        route::RouteScope,
+        rule::{RuleAction, RuleAttribute, RulePortRange},
+        IpProtocol,
+    };
+    let (rt, pref) = (route_table(slot), rule_pref(slot));
+    let (host, _) = super::slot_addrs(slot);
+    let net = Ipv4Addr::from(u32::from(host) - 1);
+    let (uplink, host_if) = (uplink.clone(), host_if.to_string());
+    let nl = |what: &str, e: rtnetlink::Error| Error::failed(format!("netlink: {what}: {e}"));
+    crate::netlink::run(|h| async move {
+        let index = |name: String| {
+            let h = h.clone();
+            async move { super::link_index(&h, &name).await?.ok_or_else(|| Error::env(format!("the link {name} does not exist on this host"))) }
+        };
+        let up = index(uplink.ifname.clone()).await?;
+        let hif = index(host_if.clone()).await?;
+        let mut default = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new().table_id(rt).output_interface(up);
+        default = match uplink.gateway {
+            Some(g) => default.gateway(g),
+            None => default.scope(RouteScope::Link),
+        };
+        h.route().add(default.build()).replace().execute().await.map_err(|e| nl(&format!("the default route of table {rt}"), e))?;
+        let link = rtnetlink::RouteMessageBuilder::<Ipv4Addr>::new()
+            .table_id(rt)
+            .destination_prefix(net, super::PREFIX_LEN)
+            .output_interface(hif)
+            .scope(RouteScope::Link)
+            .pref_source(host)
+            .build();
+        h.route().add(link).replace().execute().await.map_err(|e| nl(&format!("the session's network in table {rt}"), e))?;
+        // Lookups first, then the refusals, in the order `ip rule` lists them.
+        for action in [RuleAction::ToTable, RuleAction::Prohibit] {
+            for sel in [None, Some(IpProtocol::Udp), Some(IpProtocol::Tcp)] {
+                let mut r = h.rule().add().v4().priority(pref).action(action);
+                r = match action {
+                    RuleAction::ToTable => r.table_id(rt),
+                    _ => r.table_id(0),
+                };
+                r = match sel {
+                    None => r.input_interface(host_if.clone()),
+                    Some(p) => {
+                        let mut r = r.source_prefix(host, 32);
+                        r.message_mut().attributes.push(RuleAttribute::IpProtocol(p));
+                        r.message_mut().attributes.push(RuleAttribute::DestinationPortRange(RulePortRange { start: 53, end: 53 }));
+                        r
+                    }
+                };
+                r.execute().await.map_err(|e| nl(&format!("a rule at preference {pref}"), e))?;
+            }
+        }
+        Ok::<_, Error>(())
+    })
 }
 
 /// SIGKILL the daemon (the resolver, the auditor) named by `pid_file` if it is still the one that wrote
-/// it (its command line has `--pid-file=<pid_file>`).
+/// it (its command line has `--pid-file=<pid_file>`). Without a pid file, the daemon may still be starting
+/// (its starter killed before it wrote the file, and this is the sweep): every process whose command line
+/// has that argument is killed instead, found in /proc (only then: a few ms).
 pub fn kill_daemon(pid_file: &Path) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(pid_file) else { return Ok(()) };
-    let Ok(pid) = text.trim().parse::<i32>() else { return Ok(()) };
-    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let want = format!("--pid-file={}", pid_file.display());
-    if !cmd.split(|b| *b == 0).any(|a| a == want.as_bytes()) {
+    if let Some(pid) = std::fs::read_to_string(pid_file).ok().and_then(|t| t.trim().parse::<i32>().ok()) {
+        kill_if_arg(pid, &want);
+        let _ = std::fs::remove_file(pid_file);
         return Ok(());
+    }
+    // dnsmasq forks twice before its daemon writes the pid file: a process killed midway may already
+    // have forked the next one, so /proc is read again until no process has the argument (only a
+    // process that exists can fork one).
+    for _ in 0..100 {
+        let pids: Vec<i32> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| has_arg(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default(), &want))
+            .collect();
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
+            kill_if_arg(pid, &want);
+        }
+    }
+    let _ = std::fs::remove_file(pid_file);
+    Ok(())
+}
+
+fn has_arg(cmdline: &[u8], arg: &str) -> bool {
+    cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+}
+
+/// SIGKILL `pid` if its command line has `arg`, and wait (up to 1 s) until it is gone.
+fn kill_if_arg(pid: i32, arg: &str) {
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    if !has_arg(&cmd, arg) {
+        return;
     }
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
     if fd < 0 {
-        return Ok(());
+        return;
     }
     let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     // Checked again through the pidfd's process: the pid was not reused between the read and the open.
     let cmd2 = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     if cmd2 != cmd {
-        return Ok(());
+        return;
     }
     unsafe { libc::syscall(libc::SYS_pidfd_send_signal, std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0) };
     for _ in 0..200 {
@@ -705,8 +859,6 @@ pub fn kill_daemon(pid_file: &Path) -> Result<()> {
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let _ = std::fs::remove_file(pid_file);
-    Ok(())
 }
 
 /// The session's counters (bytes and connections), read from its table: None when it has no table.

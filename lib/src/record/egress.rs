@@ -187,8 +187,36 @@ pub struct Section {
     pub resolver: Resolver,
     /// Unix time the policy was applied.
     pub applied_at: f64,
+    /// What applying it took, step by step (absent in older records).
+    #[serde(default)]
+    pub apply_times: Option<ApplyTimes>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// Milliseconds each step of applying a policy took (crate::net::egress::apply), wall time on the
+/// applying thread, n = 1 application: where a restore's `network_s` goes under a policy.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ApplyTimes {
+    /// Removing the state of the policy the session had before (drums-net set); 0 when it had none.
+    pub remove_ms: f64,
+    /// Finding the uplink and upstream servers, the ledger line, forwarding turned on.
+    pub prepare_ms: f64,
+    /// Starting the resolver (dnsmasq) and the connection auditor (`drums-net audit`), without waiting
+    /// for them: they start up beside the next two steps.
+    pub spawn_ms: f64,
+    /// Creating the session's table, its sets, counters and chains: one nftables transaction.
+    pub nft_ms: f64,
+    /// The policy routing table's routes and the session's rules (rtnetlink).
+    pub routes_ms: f64,
+    /// Waiting for the resolver to run and the auditor to listen.
+    pub wait_ms: f64,
+    /// The default route inside the session.
+    pub session_route_ms: f64,
+    /// The session's /etc/resolv.conf and proxy files.
+    pub files_ms: f64,
+    /// From the start of applying to the end.
+    pub total_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -56,5 +56,9 @@ pub enum Cmd {
         /// Where the auditor writes its pid once it listens.
         #[arg(long, value_name = "FILE")]
         pid_file: PathBuf,
+        /// A descriptor, open for writing, on which the auditor writes its pid once it listens, then
+        /// closes (its starter waits on the other end of the pipe)
+        #[arg(long, value_name = "FD")]
+        ready_fd: Option<i32>,
     },
 }

@@ -26,10 +26,10 @@ fn main() {
             drums::net::egress::set(&mut s, &o)?;
             drums::session_io::emit_session(&s)
         }
-        Cmd::Audit { state_dir, session, slot, pid_file } => {
+        Cmd::Audit { state_dir, session, slot, pid_file, ready_fd } => {
             cli::require_root()?;
             drums::record::check_session_id(&session).map_err(|why| drums::error::Error::bad_input(format!("--session: {why}")))?;
-            drums::net::audit::run(&state_dir, &session, slot, &pid_file)
+            drums::net::audit::run(&state_dir, &session, slot, &pid_file, ready_fd)
         }
     })
 }
