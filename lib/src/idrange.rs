@@ -1,5 +1,5 @@
-//! Host id ranges for sessions in a user namespace of their own (`drums-overlay create --userns`,
-//! drums(7) SECURITY): each such session gets 65536 host user and group ids that no host account and no
+//! Host id ranges for sessions in a user namespace of their own (the default of every tool that
+//! makes sessions, unless `--host-ids`; drums(7) SECURITY): each such session gets 65536 host user and group ids that no host account and no
 //! other live session uses, and its user namespace maps its ids 0..65535 to them (root inside is host
 //! `base`, the desktop's `user`, 1000, is host `base+1000`).
 //!
@@ -165,7 +165,7 @@ pub fn userns_fd(r: &IdRange) -> Result<std::fs::File> {
     )
 }
 
-/// The user namespace a restored sibling runs in (drums-restore --userns): mapped as `userns_fd`'s, but
+/// The user namespace a restored sibling runs in (drums-restore, unless --host-ids): mapped as `userns_fd`'s, but
 /// made by a child that became the range's root (host id `base`) first, so that it is owned by `base`:
 /// the kernel's per-user counts of everything inside are charged to `base` at the host's level, as for
 /// a cold session's namespace (ns::create). Held by the descriptor until the restored tree is in it.
