@@ -16,9 +16,19 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A full cold session (pipelines/cold.sh): overlay, namespaces, desktop, agent-ready.
+/// A full cold session (pipelines/cold.sh): overlay, namespaces, desktop, agent-ready; in a user namespace
+/// of its own, the default.
 fn cold(guard: &mut Sessions) -> (String, Session) {
-    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    cold_with(guard, "")
+}
+
+/// A cold session to be checkpointed: with host ids (drums-ckpt refuses a session in its own user namespace).
+fn source(guard: &mut Sessions) -> (String, Session) {
+    cold_with(guard, "--host-ids")
+}
+
+fn cold_with(guard: &mut Sessions, overlay_args: &str) -> (String, Session) {
+    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).env("DRUMS_OVERLAY_ARGS", overlay_args).output().unwrap();
     let out = text(&o.stdout);
     if !out.trim().is_empty() {
         guard.0.push(out.trim().to_string());
@@ -311,7 +321,7 @@ fn restored_siblings_pass_2a_and_the_literal_verdict_reports_what_they_share() {
     let mut guard = Sessions::default();
     let (_, rca) = cold(&mut guard);
     let (_, rcb) = cold(&mut guard);
-    let (src, _) = cold(&mut guard);
+    let (src, _) = source(&mut guard);
     // drums-ckpt kills the source after the dump (its record stays in the guard: destroying it is a no-op).
     let o = run("drums-ckpt", &["--clean"], &src);
     assert!(o.status.success(), "drums-ckpt: {}", text(&o.stderr));

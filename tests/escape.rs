@@ -132,7 +132,7 @@ fn root_in_a_session_is_not_root_on_the_host() {
         std::fs::write(m, "host only\n").unwrap();
     }
     let mut guard = Sessions::default();
-    let (src_line, src) = cold_session(&mut guard);
+    let (src_line, src) = source_session(&mut guard);
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &src_line);
     let c: Checkpoint = one(&ckpt);
     let ckpt_dir = c.dir.clone();

@@ -60,7 +60,7 @@ fn checkpoint_on(tmp: &Path, image: &str) -> (PathBuf, Checkpoint, RemoveOnDrop)
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())
-        .env("DRUMS_OVERLAY_ARGS", format!("--image {image}"))
+        .env("DRUMS_OVERLAY_ARGS", format!("--host-ids --image {image}"))
         .output()
         .unwrap();
     let cold = text(&o.stdout);
@@ -261,7 +261,8 @@ impl Drop for DrainOnDrop {
 }
 
 /// With a warm pool of the checkpoint filled, start_emulator takes its parked sibling; once the pool is
-/// empty, the revert restores one.
+/// empty, the revert restores one. Both run in user namespaces of their own (the default of drums-pool
+/// fill and of the provider's restores): each one's guest has a uid_map that is not the host's identity.
 #[test]
 fn start_emulator_takes_from_the_warm_pool() {
     require_root();
@@ -283,11 +284,19 @@ import drums_osworld
 drums_osworld.register()
 from desktop_env.desktop_env import DesktopEnv
 env = DesktopEnv(provider_name="drums", path_to_vm=sys.argv[1], require_a11y_tree=False, cache_dir=sys.argv[2])
+maps = []
+def uid_map():
+    rec = json.loads(env.provider.session)
+    pid = next(p["host_pid"] for p in rec["desktop"]["processes"] if p["role"] == "guest")
+    maps.append(open(f"/proc/{pid}/uid_map").read().split())
 try:
+    uid_map()
     env.is_environment_used = True  # as after an episode: the next reset reverts
     env.reset()
+    uid_map()
 finally:
     env.close()
+print(json.dumps(maps))
 print(json.dumps(env.provider.takes))
 "#;
     let o = python(script, &[ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()]).output().unwrap();
@@ -299,6 +308,9 @@ print(json.dumps(env.provider.takes))
     assert_eq!(takes[0].source, "pool", "{takes:?}");
     assert_eq!(takes[1].source, "restore", "the pool held one sibling: {takes:?}");
     assert!(takes.iter().all(|t| t.checkpoint == ckpt.id), "{takes:?}");
+    let maps: Vec<Vec<String>> = decode(out.lines().rev().nth(1).unwrap_or(""));
+    assert_eq!(maps.len(), 2, "{maps:?}");
+    assert!(maps.iter().all(|m| m.len() == 3 && m[0] == "0" && m[1] != "0" && m[2] == "65536"), "the pool sibling and the restored one each map 0-65535 to a range of their own: {maps:?}");
 }
 
 /// A restored sibling through DesktopEnv: the task's config with `extra` steps appended, then `action`

@@ -26,9 +26,19 @@ fn owner() -> String {
     std::process::id().to_string()
 }
 
-/// The source session's record as cold.sh printed it (the input of drums-ckpt), and decoded.
+/// The source session's record as cold.sh printed it (the input of drums-ckpt), and decoded: with host ids
+/// (drums-ckpt refuses a session in its own user namespace).
+fn source(guard: &mut Sessions) -> (String, Session) {
+    cold_with(guard, "--host-ids")
+}
+
+/// A cold session in a user namespace of its own, the default.
 fn cold(guard: &mut Sessions) -> (String, Session) {
-    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner()).output().unwrap();
+    cold_with(guard, "")
+}
+
+fn cold_with(guard: &mut Sessions, overlay_args: &str) -> (String, Session) {
+    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner()).env("DRUMS_OVERLAY_ARGS", overlay_args).output().unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     guard.add(&text(&o.stdout));
     let line = text(&o.stdout).trim().to_string();
@@ -59,7 +69,7 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (src, src_rec) = cold(&mut guard);
+    let (src, src_rec) = source(&mut guard);
     let src_dir = src_rec.state_dir.clone();
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
     let c: Checkpoint = one(&ckpt);
@@ -145,7 +155,7 @@ fn clone_hygiene() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (src_rec, src) = cold(&mut guard);
+    let (src_rec, src) = source(&mut guard);
     prepare_source(&src);
     let clean = run_ok("drums-ckpt", &["--clean", "--leave-running"], &src_rec);
     let kept = run_ok("drums-ckpt", &["--leave-running"], &src_rec);
@@ -246,7 +256,7 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
         .filter_map(|p| drums::proc::ns_inode(p.split(' ').next()?.parse().ok()?, "pid").ok())
         .collect();
     let mut guard = Sessions::default();
-    let (src, _) = cold(&mut guard);
+    let (src, _) = source(&mut guard);
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
     let c: Checkpoint = one(&ckpt);
 
@@ -344,7 +354,7 @@ fn count_mode_makes_ready_distinct_siblings_concurrently_and_a_kill_leaves_nothi
     let _lock = session_lock();
     let before_inv = inventory();
     let mut guard = Sessions::default();
-    let (src, _) = cold(&mut guard);
+    let (src, _) = source(&mut guard);
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
     let c: Checkpoint = one(&ckpt);
     let _ckpt_dir = RemoveOnDrop(c.dir.clone());
