@@ -103,7 +103,7 @@ fn a_session_without_its_own_user_namespace_keeps_nested_namespaces_refused() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (line, rec) = cold_session(&mut guard);
+    let (line, rec) = source_session(&mut guard); // --host-ids: no user namespace of its own
     assert!(rec.id_range.is_none());
     let args = cmdline(browser_pid(&rec));
     assert!(args.iter().any(|a| a == "--no-sandbox"), "Chromium of a host-root session keeps --no-sandbox: {args:?}");

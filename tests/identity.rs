@@ -134,8 +134,10 @@ fn restored_siblings_run_in_user_namespaces_of_their_own() {
     }
     // drums-audit (before host processes are put into a sibling's PID namespace below, which it would
     // rightly report as unconfined): the siblings keep their source's boundary in their own user namespaces, and share
-    // nothing a cold pair does not (revision 2a, with a cold control pair).
-    let (ca, cb) = (cold_session(&mut guard).1.id, cold_session(&mut guard).1.id);
+    // nothing a cold pair does not (revision 2a, with a cold control pair made as their source was, with
+    // host ids: the siblings run the source's processes; a pair of cold sessions in their own user
+    // namespaces was seen here not to share /dev/urandom, which the siblings do).
+    let (ca, cb) = (source_session(&mut guard).1.id, source_session(&mut guard).1.id);
     let o = run("drums-audit", &["--rule", "revision-2a", "--control", &format!("{ca},{cb}")], &format!("{}\n{}\n", sibs[0].0, sibs[1].0));
     assert!(o.status.success(), "drums-audit of two --userns siblings: {}", text(&o.stderr));
     let report: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();

@@ -32,11 +32,6 @@ fn source(guard: &mut Sessions) -> (String, Session) {
     cold_with(guard, "--host-ids")
 }
 
-/// A cold session in a user namespace of its own, the default.
-fn cold(guard: &mut Sessions) -> (String, Session) {
-    cold_with(guard, "")
-}
-
 fn cold_with(guard: &mut Sessions, overlay_args: &str) -> (String, Session) {
     let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner()).env("DRUMS_OVERLAY_ARGS", overlay_args).output().unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
@@ -392,8 +387,9 @@ fn count_mode_makes_ready_distinct_siblings_concurrently_and_a_kill_leaves_nothi
     assert!(wall < own, "{N} siblings took {wall:.2} s, their steps {own:.2} s added up: not made concurrently");
     // The audit passes the siblings of one call: revision 2a, against a cold pair as its control (the
     // literal rule fails every pair of sessions, cold ones too, on /dev/null and /dev/urandom: tests/audit.rs).
-    let (_, ca) = cold(&mut guard);
-    let (_, cb) = cold(&mut guard);
+    // The control pair is made as the source was (host ids): the siblings run the source's processes.
+    let (_, ca) = source(&mut guard);
+    let (_, cb) = source(&mut guard);
     let lines: String = sibs.iter().map(|s| json(s) + "\n").collect();
     let a = run("drums-audit", &["--rule", "revision-2a", "--control", &format!("{},{}", ca.id, cb.id)], &lines);
     assert!(a.status.success(), "drums-audit of the {N} siblings: {}{}", text(&a.stdout), text(&a.stderr));

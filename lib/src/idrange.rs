@@ -75,12 +75,17 @@ fn process_ids() -> Vec<u64> {
 }
 
 /// Host processes running with an id of the band, by the base of the slot that id falls in: what the
-/// sweep's report shows of ranges in use, ledgered or not.
+/// sweep's report shows of ranges in use, ledgered or not. Zombies are left out: a destroyed session's
+/// init waits as one for whichever parent CRIU's restore left it (the inventory counts zombies apart, as
+/// holding nothing but a pid), and its ids act on nothing. (Allocation still avoids their slots.)
 pub fn band_users() -> std::collections::BTreeMap<u32, Vec<i32>> {
     let (first, slots) = band().unwrap_or((DEFAULT_FIRST, DEFAULT_SLOTS));
     let end = first + slots * COUNT as u64;
     let mut out: std::collections::BTreeMap<u32, Vec<i32>> = Default::default();
     for pid in crate::proc::pids() {
+        if crate::proc::state(pid) == Some('Z') {
+            continue;
+        }
         let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue };
         let mut bases: Vec<u32> = st
             .lines()
