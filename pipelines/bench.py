@@ -28,7 +28,7 @@ Usage: pipelines/bench.py [--starts 20] [--arms cold,restore,restore_raw] [--mem
 import argparse, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, summary, used_mib, write_result  # noqa: E402
+from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, source_session, summary, used_mib, write_result  # noqa: E402
 
 NO_CGROUP_ENV = dict(ENV, DRUMS_CGROUP_ARGS="none")
 
@@ -110,7 +110,7 @@ def main():
               "method": "interleaved starts, wall time from the first tool to drums-ready's exit; sessions destroyed between starts (untimed); release build"}
     ckpt = ""
     if any(x != "cold" for x in arms):
-        src = sh([os.path.join(HERE, "pipelines/cold.sh")])
+        src = source_session()  # host ids: drums-ckpt's source
         t0 = time.monotonic()
         ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
         c = json.loads(ckpt)

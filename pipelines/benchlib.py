@@ -112,12 +112,13 @@ def summary(xs, digits=3):
     return {"p50_s": round(pct(xs, 0.5), digits), "p95_s": round(pct(xs, 0.95), digits), "min_s": round(min(xs), digits), "max_s": round(max(xs), digits), "n": len(xs)}
 
 
-def restore_ready(ckpt, env=None, count=1, extra=()):
+def restore_ready(ckpt, env=None, count=1, host_ids=False, extra=()):
     """Usable restores: `drums-restore --ready --count COUNT` (restore, reseed and ready check in the tool,
-    the siblings of one call concurrently), with `extra` arguments (--userns); the ready records' text, one
-    line each. A sibling that fails a step is destroyed by the tool; the others are destroyed here before
-    the error is raised."""
-    p = subprocess.run(["drums-restore", "--ready", "--count", str(count), *extra], input=ckpt, capture_output=True, text=True, env=env or ENV)
+    the siblings of one call concurrently), with `extra` arguments; the ready records' text, one line each.
+    Each sibling runs in a user namespace of its own (the default), or with host ids when `host_ids`
+    (drums-restore --host-ids: a sibling to be checkpointed). A sibling that fails a step is destroyed by
+    the tool; the others are destroyed here before the error is raised."""
+    p = subprocess.run(["drums-restore", "--ready", "--count", str(count)] + (["--host-ids"] if host_ids else []) + list(extra), input=ckpt, capture_output=True, text=True, env=env or ENV)
     if p.returncode != 0:
         destroy(p.stdout)
         raise RuntimeError(f"drums-restore --ready: exit {p.returncode}: {p.stderr.strip()[-800:]}")
@@ -195,9 +196,24 @@ def bench_lock():
     return lock
 
 
+def source_env(env=None):
+    """The environment of pipelines/cold.sh for a session to be checkpointed: host ids (drums-overlay create
+    --host-ids), since drums-ckpt refuses a session in a user namespace of its own, the default; any other
+    DRUMS_OVERLAY_ARGS are kept."""
+    e = dict(env or ENV)
+    e["DRUMS_OVERLAY_ARGS"] = ("--host-ids " + e.get("DRUMS_OVERLAY_ARGS", "")).strip()
+    return e
+
+
+def source_session(env=None):
+    """A new cold session to be checkpointed (host ids, `source_env`): its record text."""
+    return sh([os.path.join(HERE, "pipelines/cold.sh")], env=source_env(env))
+
+
 def fresh_checkpoint():
-    """A clean checkpoint (record text) of a new cold session; the session is destroyed either way."""
-    src = sh([os.path.join(HERE, "pipelines/cold.sh")])
+    """A clean checkpoint (record text) of a new cold session made with host ids; the session is destroyed
+    either way. Its siblings get user namespaces of their own (the default of drums-restore)."""
+    src = source_session()
     try:
         return sh(["drums-ckpt", "--clean"], stdin=src)
     except Exception:

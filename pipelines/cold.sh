@@ -2,6 +2,8 @@
 # The cold path: a new session from nothing to agent-ready; prints its session record.
 #   pipelines/cold.sh > session.json        destroy it with: drums-sweep < session.json
 # Extra arguments per stage: DRUMS_OVERLAY_ARGS, DRUMS_NS_ARGS, DRUMS_DESKTOP_ARGS, DRUMS_READY_ARGS.
+# The session runs in a user namespace of its own (drums(7), "Its own user namespace"); a session to be
+# checkpointed needs host ids, which drums-ckpt can dump: DRUMS_OVERLAY_ARGS=--host-ids.
 # Every session is under cgroup limits: drums-cgroup create runs between drums-ns and drums-desktop with
 # DRUMS_CGROUP_ARGS (e.g. "--memory 8G --pids 2048"); unset or empty, drums-cgroup's defaults
 # (drums-cgroup(1)); DRUMS_CGROUP_ARGS=none makes no cgroups (no limits, no freezer).

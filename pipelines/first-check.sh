@@ -4,8 +4,9 @@
 # computes no verdict. Engineering validation of the driver only; see drums-first-check(7).
 #   pipelines/first-check.sh --rollouts 3 --out run1 > run1.jsonl
 # Arms:
-#   post_setup  the block's first rollout does the task's setup on a cold session and checkpoints it
-#               (drums-ckpt --leave-running); every later rollout restores a sibling from that checkpoint
+#   post_setup  the block's first rollout does the task's setup on a cold session (made with host ids,
+#               drums-overlay create --host-ids: drums-ckpt refuses a session in its own user namespace)
+#               and checkpoints it (drums-ckpt --leave-running); every later rollout restores a sibling from that checkpoint
 #               (pipelines/restore.sh --count 1: restore, reseed, ready) and skips the setup
 #               or, with --reset pool, takes one from a warm pool of the checkpoint (drums-pool take),
 #               filled once the checkpoint exists, outside the block clock (drums-pool fill)
@@ -176,10 +177,12 @@ remove_checkpoint() { # CHECKPOINT-RECORD-FILE: the checkpoint's directory (drum
 
 # A cold session under its own cgroups, ready: pipelines/cold.sh with drums-cgroup create before the
 # desktop starts (so that the desktop is charged to the session). Record on stdout; a failure destroys
-# whatever was made and returns 5.
-cold_session() { # LOG
+# whatever was made and returns 5. ARM post_setup makes it with host ids (--host-ids), as a session to
+# be checkpointed must be; any other arm's is in a user namespace of its own, the default.
+cold_session() { # LOG ARM
   local s; s=$(mktemp -d "$out/tmp/cold.XXXXXX")
-  if drums-overlay create > "$s/1" 2>>"$1" && drums-ns create < "$s/1" > "$s/2" 2>>"$1" &&
+  local ids=(); [ "$2" = post_setup ] && ids=(--host-ids)
+  if drums-overlay create "${ids[@]}" > "$s/1" 2>>"$1" && drums-ns create < "$s/1" > "$s/2" 2>>"$1" &&
      drums-cgroup create "${cg_args[@]}" < "$s/2" > "$s/3" 2>>"$1" &&
      drums-desktop start < "$s/3" > "$s/4" 2>>"$1" && drums-ready < "$s/4" > "$s/5" 2>>"$1"; then
     cat "$s/5"; rm -rf "$s"; return 0
@@ -244,7 +247,7 @@ rollout() {
       restore_session "$ckpt" "$log" > "$cur.new" || { fault="reset: restore failed: $(last_error "$log")"; rm -f "$cur.new"; }
     else
       reset_kind=$([ "$arm" = post_setup ] && echo cold || echo recreate)
-      cold_session "$log" > "$cur.new" || { fault="reset: cold session failed: $(last_error "$log")"; rm -f "$cur.new"; }
+      cold_session "$log" "$arm" > "$cur.new" || { fault="reset: cold session failed: $(last_error "$log")"; rm -f "$cur.new"; }
     fi
     now t2; create_us=$((t2 - t1)); reset_us=$(( ${destroy_us/null/0} + create_us ))
     [ -s "$cur.new" ] && adopt "$cur.new" "$cur"
@@ -328,7 +331,7 @@ block() { # BLOCK ARM
   [ "$arm" = no_reuse ] && prep_n=$(( concurrency < rollouts ? concurrency : rollouts ))
   now tp0
   for ((lane = 0; lane < prep_n; lane++)); do
-    if cold_session "$log" > "$out/tmp/prep.$b.$lane"; then
+    if cold_session "$log" "$arm" > "$out/tmp/prep.$b.$lane"; then
       adopt "$out/tmp/prep.$b.$lane" "$out/tmp/lane.$b.$lane.json"
       touch "$out/tmp/lane.$b.$lane.fresh"
     else

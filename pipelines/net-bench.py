@@ -38,7 +38,7 @@ Usage: pipelines/net-bench.py [--starts 20] [--depth 4] [--downloads 5] [--max-s
 import argparse, json, os, statistics, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, host_inventory, pct, remove_checkpoint, sh, write_result  # noqa: E402
+from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, host_inventory, pct, remove_checkpoint, sh, source_session, write_result  # noqa: E402
 from benchlib import summary as summary3  # noqa: E402
 
 # The stand-in's names are the benchmark's own, not the egress tests' (tests/egress_common.rs), so that a
@@ -232,7 +232,7 @@ def main():
             check_session_routes(json.loads(ns))
         finally:
             destroy(ns)
-        src = sh([os.path.join(HERE, "pipelines/cold.sh")], env=ENVS["none"])
+        src = source_session(ENVS["none"])  # host ids: drums-ckpt's source
         try:
             ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
         except Exception:

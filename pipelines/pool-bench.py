@@ -26,7 +26,7 @@ Usage: pipelines/pool-bench.py [--takes 20] [--depth 4] [--mem-siblings 4] [--no
 import argparse, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, used_mib, write_result  # noqa: E402
+from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remove_checkpoint, session_pss_mib, sh, slope, source_session, used_mib, write_result  # noqa: E402
 from benchlib import summary as summary3  # noqa: E402
 
 
@@ -112,7 +112,7 @@ def main():
               "parked": "running" if a.no_freeze else "frozen (cgroup freezer); the taker thaws and re-checks within the measured time",
               "method": "interleaved starts (cold, take, ...), wall time of one command from its start to its exit with a ready record; "
                         "sessions destroyed between starts and the pool refilled after each take (both untimed); release build"}
-    src = sh([os.path.join(HERE, "pipelines/cold.sh")])
+    src = source_session()  # host ids: drums-ckpt's source
     ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
     c = json.loads(ckpt)
     result["checkpoint"] = {"id": c["id"], "dump_s": round(c["dump_s"], 3), "image_mib": round(c["image_bytes"] / 2**20, 1)}

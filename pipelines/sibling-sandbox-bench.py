@@ -20,7 +20,7 @@ Usage: pipelines/sibling-sandbox-bench.py [--rounds 20] [--out FILE]"""
 import argparse, json, os, random, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import ENV, HERE, bench_lock, bootstrap_ratio, destroy, remove_checkpoint, sh, summary, write_result  # noqa: E402
+from benchlib import ENV, HERE, bench_lock, bootstrap_ratio, destroy, remove_checkpoint, sh, source_session, summary, write_result  # noqa: E402
 
 
 def children():
@@ -78,7 +78,7 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     lock = bench_lock()  # noqa: F841 - held for the whole run
-    src = sh([os.path.join(HERE, "pipelines/cold.sh")])
+    src = source_session()  # host ids: a session in its own user namespace cannot be checkpointed
     try:
         ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
     except Exception:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The cost of a session's own user namespace: on the cold path, the stages with and without
-`drums-overlay create --userns`; with `--restore`, a restore of one checkpoint (of an ordinary cold
-session) with and without `drums-restore --userns`, then drums-reseed and drums-ready. Interleaved in
+"""The cost of a session's own user namespace: on the cold path, the stages with `drums-overlay create
+--host-ids` and with `--userns` (the default); with `--restore`, a restore of one checkpoint (of a cold
+session made with --host-ids) with `drums-restore --host-ids` and with `--userns`, then drums-reseed and
+drums-ready. Interleaved in
 random order within each pair; prints one JSON object (docs/benchmarks.md).
 Usage: pipelines/userns-bench.py [--restore] [PAIRS] (default 10). Takes the tests' lock."""
 import fcntl, json, os, random, shutil, statistics, subprocess, sys, time
@@ -18,7 +19,7 @@ def sh(argv, rec):
     return o.stdout
 
 if "--restore" in sys.argv[1:]:
-    source = subprocess.run([f"{repo}/pipelines/cold.sh"], env=env, capture_output=True, text=True, check=True).stdout
+    source = subprocess.run([f"{repo}/pipelines/cold.sh"], env=dict(env, DRUMS_OVERLAY_ARGS="--host-ids"), capture_output=True, text=True, check=True).stdout
     ckpt = sh(["drums-ckpt"], source)
     res = {m: {"restore_wall_s": [], "restore_total_s": [], "criu_s": [], "usable_s": []} for m in ("plain", "userns")}
     ratios = {"restore_wall": [], "usable": []}
@@ -28,7 +29,7 @@ if "--restore" in sys.argv[1:]:
             got = {}
             for mode in order:
                 t = time.monotonic()
-                sib = sh(["drums-restore"] + (["--userns"] if mode == "userns" else []), ckpt)
+                sib = sh(["drums-restore"] + (["--userns"] if mode == "userns" else ["--host-ids"]), ckpt)
                 wall = time.monotonic() - t
                 ready = sh(["drums-ready"], sh(["drums-reseed"], sib))
                 usable = time.monotonic() - t
@@ -55,10 +56,10 @@ for i in range(n):
     got = {}
     for mode in order:
         e = dict(env)
-        if mode == "userns": e["DRUMS_OVERLAY_ARGS"] = "--userns"
+        e["DRUMS_OVERLAY_ARGS"] = "--userns" if mode == "userns" else "--host-ids"
         t = time.monotonic()
         rec = ""; t_ns = None
-        for argv in (["drums-overlay", "create"] + (["--userns"] if mode == "userns" else []), ["drums-ns", "create"], ["drums-cgroup", "create"], ["drums-desktop", "start"], ["drums-ready"]):
+        for argv in (["drums-overlay", "create"] + (["--userns"] if mode == "userns" else ["--host-ids"]), ["drums-ns", "create"], ["drums-cgroup", "create"], ["drums-desktop", "start"], ["drums-ready"]):
             o = subprocess.run(argv, input=rec, env=e, capture_output=True, text=True)
             if o.returncode != 0:
                 print("fail", mode, argv, o.stderr, file=sys.stderr); break

@@ -465,6 +465,8 @@ fn restore_path_siblings_in_their_own_cgroups() {
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())
         .env("DRUMS_CGROUP_ARGS", "--cpus 2 --memory 3G --pids 3000")
+        // Host ids: it is checkpointed below.
+        .env("DRUMS_OVERLAY_ARGS", "--host-ids")
         .output()
         .unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));

@@ -115,7 +115,7 @@ fn a_session_without_its_own_user_namespace_keeps_nested_namespaces_refused() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (line, rec) = cold_session(&mut guard);
+    let (line, rec) = source_session(&mut guard); // --host-ids: no user namespace of its own
     assert!(rec.id_range.is_none());
     let args = cmdline(browser_pid(&rec));
     assert!(args.iter().any(|a| a == "--no-sandbox"), "Chromium of a host-root session keeps --no-sandbox: {args:?}");
@@ -281,7 +281,7 @@ fn a_restored_userns_sibling_gets_chromiums_sandbox_back_with_drums_desktop_sand
     let _lock = session_lock();
     let mut guard = Sessions::default();
     // The checkpoint is of an ordinary session, whose Chromium runs with --no-sandbox: CRIU can dump it.
-    let (source, src) = cold_session(&mut guard);
+    let (source, src) = source_session(&mut guard);
     assert!(cmdline(browser_pid(&src)).iter().any(|a| a == "--no-sandbox"));
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &source);
     let _dir = CheckpointDir(one::<drums::record::Checkpoint>(&ckpt).dir);

@@ -65,7 +65,7 @@ fn a_checkpoint_moves_to_another_node_and_a_sibling_restores_there() {
     let a = Node { ck: base.join("a/checkpoints"), mp: base.join("a/mapped") };
     let b = Node { ck: base.join("b/checkpoints"), mp: base.join("b/mapped") };
     let mut sessions = Sessions::default();
-    let (cold, _) = cold_session(&mut sessions);
+    let (cold, _) = source_session(&mut sessions);
     let ckpt = a.run_ok("drums-ckpt", &[], cold.as_bytes());
     sessions.0.clear(); // drums-ckpt destroyed the source
     let c: drums::record::Checkpoint = one(&ckpt);

@@ -69,7 +69,7 @@ fn a_stopped_x_server_or_chromium_ends_the_waits_at_their_deadlines() {
     let before = inventory();
     {
         let mut guard = Sessions::default();
-        let (src, s) = cold_session(&mut guard);
+        let (src, s) = source_session(&mut guard);
 
         // A clean checkpoint (drums-reseed renews the browser of its siblings) and one sibling, not yet reseeded.
         let ckpt = run_ok("drums-ckpt", &["--clean", "--leave-running"], &src);

@@ -67,7 +67,8 @@ fn policies_in_cold_sessions_and_restored_siblings() {
 
     // internet, cold: by name from curl-like code and Chromium; everything always denied refused at once,
     // by name and by address, and none of it reaches the stand-in (which answers on those addresses).
-    let cold_s = cold("internet", &mut guard);
+    // With host ids: checkpointed below.
+    let cold_s = source("internet", &mut guard);
     let cold_line = guard.0[0].clone();
     let e = cold_s.egress.as_ref().expect("an egress section under internet");
     assert_eq!((e.policy.to_string().as_str(), e.uplink.as_str()), ("internet", UPLINK));
@@ -350,7 +351,7 @@ fn a_pool_filled_under_a_policy_hands_out_sessions_under_it() {
     let _lock = session_lock();
     let _standin = StandIn::up();
     let mut guard = Sessions::default();
-    let (line, _) = cold_session(&mut guard);
+    let (line, _) = source_session(&mut guard);
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &line);
     let c: Checkpoint = one(&ckpt);
     let _dir = CheckpointDir(c.dir.clone());
@@ -503,7 +504,8 @@ fn a_session_reaches_the_stand_in_only_through_its_upstream_proxy() {
         a.extend(["--proxy".to_string(), PROXY.to_string()]);
         a
     };
-    let s = cold_with(with_proxy(), &mut guard);
+    // With host ids: checkpointed below.
+    let s = source_with(with_proxy(), &mut guard);
     let cold_line = guard.0[0].clone();
     assert_eq!(s.egress.as_ref().unwrap().proxy.as_deref(), Some(PROXY), "{}", json(&s));
     let through = |what: &str| standin.proxy_requests().iter().filter(|l| l.ends_with(&format!(" GET http://web.example.org/?{what}"))).count();
@@ -609,7 +611,7 @@ fn siblings_under_a_policy_have_their_own_addresses_tables_and_resolvers() {
     let _lock = session_lock();
     let standin = StandIn::up();
     let mut guard = Sessions::default();
-    let src = cold("internet", &mut guard);
+    let src = source("internet", &mut guard);
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &guard.0[0].clone());
     let c: Checkpoint = one(&ckpt);
     let _dir = CheckpointDir(c.dir.clone());
@@ -656,7 +658,7 @@ fn a_checkpoint_taken_after_browsing_restores() {
     let _lock = session_lock();
     let _standin = StandIn::up();
     let mut guard = Sessions::default();
-    let src = cold("internet", &mut guard);
+    let src = source("internet", &mut guard);
     chromium_loads(&src, "http://web.example.org/");
     // Connections open at the dump, the page's keep-alive among them.
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &guard.0[0].clone());

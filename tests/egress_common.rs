@@ -88,9 +88,25 @@ pub fn cold(policy: &str, guard: &mut Sessions) -> Session {
     cold_with(net_args(policy), guard)
 }
 
-/// A cold session made with the network options `args` (net_args and more).
+/// A cold session made with the network options `args` (net_args and more), in a user namespace of its own
+/// (the default).
 pub fn cold_with(args: Vec<String>, guard: &mut Sessions) -> Session {
-    let (ns, _) = namespaces_with(args, guard);
+    made_with(&[], args, guard)
+}
+
+/// A cold session under `policy` to be checkpointed: with host ids (drums-overlay create --host-ids), as
+/// drums-ckpt needs.
+pub fn source(policy: &str, guard: &mut Sessions) -> Session {
+    source_with(net_args(policy), guard)
+}
+
+/// `source` with the network options `args`.
+pub fn source_with(args: Vec<String>, guard: &mut Sessions) -> Session {
+    made_with(&["--host-ids"], args, guard)
+}
+
+fn made_with(overlay_args: &[&str], args: Vec<String>, guard: &mut Sessions) -> Session {
+    let (ns, _) = namespaces_made_with(overlay_args, args, guard);
     let cg = run_ok("drums-cgroup", &["create"], &ns);
     let desk = run_ok("drums-desktop", &["start"], &cg);
     guard.0.clear();
@@ -104,7 +120,11 @@ pub fn cold_with(args: Vec<String>, guard: &mut Sessions) -> Session {
 /// A session's overlay and namespaces only (no desktop), made with the network options `args`: its
 /// record line and the record, its routes checked under a policy.
 pub fn namespaces_with(args: Vec<String>, guard: &mut Sessions) -> (String, Session) {
-    let ov = run_ok("drums-overlay", &["create"], "");
+    namespaces_made_with(&[], args, guard)
+}
+
+fn namespaces_made_with(overlay_args: &[&str], args: Vec<String>, guard: &mut Sessions) -> (String, Session) {
+    let ov = run_ok("drums-overlay", &[&["create"][..], overlay_args].concat(), "");
     guard.add(&ov);
     let mut a: Vec<&str> = vec!["create"];
     a.extend(args.iter().map(String::as_str));

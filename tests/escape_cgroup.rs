@@ -86,7 +86,7 @@ fn a_session_cannot_touch_or_see_cgroups() {
     let _lock = session_lock();
     let before_inventory = inventory();
     let mut guard = Sessions::default();
-    let (src_line, src) = cold_session(&mut guard);
+    let (src_line, src) = source_session(&mut guard);
     let (_ckpt_dir, sib) = checkpoint_and_sibling(&src_line, &mut guard);
     assert!(Path::new(&tool("drums-ns")).exists());
     let before = host_state(&[&src, &sib]);

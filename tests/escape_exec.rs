@@ -214,7 +214,7 @@ fn host_descriptors_never_reach_a_session() {
     assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, pair.as_mut_ptr()) }, 0, "socketpair");
     let (host_end, socket_end) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
     let mut guard = Sessions::default();
-    let (src_line, src) = cold_session(&mut guard);
+    let (src_line, src) = source_session(&mut guard);
     let (_ckpt, sib) = checkpoint_and_sibling(&src_line, &mut guard);
 
     for (what, s) in [("cold session", &src), ("restored sibling", &sib)] {

@@ -98,7 +98,8 @@ fn network_attacks_under_internet_from_a_cold_session_and_a_sibling() {
     let before_inventory = inventory();
     let standin = StandIn::up();
     let mut guard = Sessions::default();
-    let cold_s = cold("internet", &mut guard);
+    // With host ids: the checkpoint's source (its sibling has a user namespace of its own, the default).
+    let cold_s = source("internet", &mut guard);
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &guard.0[0].clone());
     let c: Checkpoint = one(&ckpt);
     let ckpt_dir = CheckpointDir(c.dir.clone());

@@ -115,7 +115,7 @@ fn one_session_cannot_take_the_hosts_pseudo_terminals() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (cold, cold_rec) = cold_session(&mut guard);
+    let (cold, cold_rec) = source_session(&mut guard);
     let (_dir, sibling) = {
         let ckpt = run_ok("drums-ckpt", &["--leave-running"], &cold);
         let dir = CheckpointDir(one::<drums::record::Checkpoint>(&ckpt).dir);

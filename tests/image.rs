@@ -139,7 +139,7 @@ fn a_cold_session_and_a_restored_sibling_see_their_image_not_the_host() {
     let markers = HostMarkers::write();
     let mut guard = Sessions::default();
 
-    let (src_line, src) = cold(&mut guard, "");
+    let (src_line, src) = cold(&mut guard, "--host-ids");
     let overlay = src.overlay.as_ref().unwrap_or_else(|| panic!("no overlay: {src_line}"));
     assert_eq!(overlay.image, Some(image.reference()), "the record names the image");
     // desktop.manifest is a free-form map (Desktop::manifest): its members are not typed.
@@ -231,7 +231,7 @@ fn a_checkpoint_whose_image_changed_or_went_is_refused_and_unused_images_are_pru
     assert!(v.equal, "{}", json(&v));
 
     let mut guard = Sessions::default();
-    let (src_line, src) = cold(&mut guard, &format!("--image {}", img.dir.display()));
+    let (src_line, src) = cold(&mut guard, &format!("--host-ids --image {}", img.dir.display()));
     assert_eq!(src.overlay.as_ref().and_then(|o| o.image.as_ref()).map(|i| i.name.as_str()), Some("drumstest"), "{src_line}");
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src_line);
     let c: Checkpoint = decode(&ckpt);

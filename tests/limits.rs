@@ -13,9 +13,11 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A cold session with host ids: each is a checkpoint's source (drums-ckpt refuses a session in its own user
+/// namespace).
 fn cold(cgroup_args: Option<&str>) -> String {
     let mut c = Command::new(repo_root().join("pipelines/cold.sh"));
-    c.env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).env_remove("DRUMS_CGROUP_ARGS");
+    c.env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).env_remove("DRUMS_CGROUP_ARGS").env("DRUMS_OVERLAY_ARGS", "--host-ids");
     if let Some(a) = cgroup_args {
         c.env("DRUMS_CGROUP_ARGS", a);
     }

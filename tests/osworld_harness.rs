@@ -60,7 +60,7 @@ fn checkpoint_on(tmp: &Path, image: &str) -> (PathBuf, Checkpoint, RemoveOnDrop)
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())
-        .env("DRUMS_OVERLAY_ARGS", format!("--image {image}"))
+        .env("DRUMS_OVERLAY_ARGS", format!("--host-ids --image {image}"))
         .output()
         .unwrap();
     let cold = text(&o.stdout);
@@ -261,9 +261,11 @@ impl Drop for DrainOnDrop {
 }
 
 /// With a warm pool of the checkpoint filled, start_emulator takes its parked sibling; once the pool is
-/// empty, the revert restores one. A harness under another network policy than the pool's (DRUMS_NET
-/// allow:..., the stand-in internet as its uplink) does not get the pool's sibling: it is destroyed
-/// unused and one is restored under the harness's policy.
+/// empty, the revert restores one. Both run in user namespaces of their own (the default of drums-pool
+/// fill and of the provider's restores): each one's guest has a uid_map that is not the host's identity.
+/// A harness under another network policy than the pool's (DRUMS_NET allow:..., the stand-in internet as
+/// its uplink) does not get the pool's sibling: it is destroyed unused and one is restored under the
+/// harness's policy.
 #[test]
 fn start_emulator_takes_from_the_warm_pool() {
     require_root();
@@ -289,14 +291,21 @@ import drums_osworld
 drums_osworld.register()
 from desktop_env.desktop_env import DesktopEnv
 env = DesktopEnv(provider_name="drums", path_to_vm=sys.argv[1], require_a11y_tree=False, cache_dir=sys.argv[2])
+maps = []
+def uid_map():
+    rec = json.loads(env.provider.session)
+    pid = next(p["host_pid"] for p in rec["desktop"]["processes"] if p["role"] == "guest")
+    maps.append(open(f"/proc/{pid}/uid_map").read().split())
 try:
     policies = [(json.loads(env.provider.session).get("egress") or {}).get("policy")]
+    uid_map()
     env.is_environment_used = True  # as after an episode: the next reset reverts
     env.reset()
     policies.append((json.loads(env.provider.session).get("egress") or {}).get("policy"))
+    uid_map()
 finally:
     env.close()
-print(json.dumps({"takes": env.provider.takes, "refused": env.provider.pool_refused, "policies": policies}))
+print(json.dumps({"takes": env.provider.takes, "refused": env.provider.pool_refused, "policies": policies, "maps": maps}))
 "#;
     let run = |env: &[(&str, &str)]| -> (Vec<Take>, Value) {
         let mut c = python(script, &[ckpt_file.to_str().unwrap(), tmp.0.join("cache").to_str().unwrap()]);
@@ -315,6 +324,9 @@ print(json.dumps({"takes": env.provider.takes, "refused": env.provider.pool_refu
     assert_eq!(takes[0].source, "pool", "{takes:?}");
     assert_eq!(takes[1].source, "restore", "the pool held one sibling: {takes:?}");
     assert!(takes.iter().all(|t| t.checkpoint == ckpt.id), "{takes:?}");
+    let maps: Vec<Vec<String>> = serde_json::from_value(v["maps"].clone()).unwrap();
+    assert_eq!(maps.len(), 2, "{maps:?}");
+    assert!(maps.iter().all(|m| m.len() == 3 && m[0] == "0" && m[1] != "0" && m[2] == "65536"), "the pool sibling and the restored one each map 0-65535 to a range of their own: {maps:?}");
     assert_eq!((v["refused"].clone(), v["policies"].clone()), (serde_json::json!([]), serde_json::json!([null, null])), "{v}");
 
     // The pool's sibling runs under none; a harness under an allow list restores its own. Its sessions

@@ -132,7 +132,8 @@ fn sweep_orphans() -> SweepReport {
 /// A clean checkpoint of a fresh cold session, the pool's checkpoint from now on (`g.ckpt_id`); with
 /// `hygiene`, of a source prepared as the clone-hygiene test prepares it.
 fn checkpoint(g: &mut Guard, hygiene: bool) -> Checkpoint {
-    let o = out(&mut script("cold.sh"));
+    // Host ids: drums-ckpt refuses a session in its own user namespace.
+    let o = out(script("cold.sh").env("DRUMS_OVERLAY_ARGS", "--host-ids"));
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     let src_text = text(&o.stdout);
     keep(g, &o);

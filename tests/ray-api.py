@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The driver's API of drums_ray on a local two-node cluster of 2 slots a node (tests/ray.rs): take from a
 preferred node until it is full, the next take served by the other node; the guest of a taken session
-answers from this host; snapshot a taken session on its node (a new environment there) and take from
+answers from this host; each taken session runs in a user namespace of its own (its desktop's uid_map is
+not the host's identity map) except one taken with host_ids=True; a snapshot of a session in its own user
+namespace is refused; snapshot the host-ids session on its node (a new environment there) and take from
 it; release everything; the cluster stopped. Prints one JSON object of what happened."""
 import json, os, sys
 
@@ -12,6 +14,16 @@ from drums_ray.local import LocalCluster  # noqa: E402
 import benchlib  # noqa: E402
 
 task = os.path.join(config.REPO, "tests/data/osworld-e0df059f.json")
+
+
+def own_userns(rec):
+    """Whether the session's guest process runs in a user namespace of its own: its uid_map, read from the
+    host's /proc, is not the host's identity map."""
+    pid = next(p["host_pid"] for p in rec["desktop"]["processes"] if p["role"] == "guest")
+    with open(f"/proc/{pid}/uid_map") as f:
+        return f.read().split() != ["0", "0", "4294967295"]
+
+
 out = {"leases": [], "errors": []}
 lc = LocalCluster(tag=f"api-{os.getpid()}", slots=2).start()
 import ray  # noqa: E402
@@ -25,11 +37,18 @@ try:
     c.refresh()
     out["copy"] = c.copy_checkpoint(env, head, n2)
     c.refresh()
-    for _ in range(3):
-        lease = c.take(env, prefer=head)
+    for i in range(3):
+        # The third (on n2) with host ids: it is snapshot below.
+        lease = c.take(env, prefer=head, host_ids=(i == 2))
         held.append(lease)
         ok, detail = benchlib.guest_answers(lease["record"])
-        out["leases"].append({"node": lease["node"], "kind": lease["kind"], "guest": ok, "env": env})
+        out["leases"].append({"node": lease["node"], "kind": lease["kind"], "guest": ok, "env": env, "own_userns": own_userns(lease["record"])})
+    # A session in its own user namespace is no checkpoint source: drums-ckpt refuses it, naming --host-ids.
+    try:
+        c.snapshot(held[0])
+        out["snapshot_userns"] = None
+    except Exception as e:  # noqa: BLE001
+        out["snapshot_userns"] = str(e)[-600:]
     # Snapshot the session on n2: a new environment there, which only n2 has.
     snap = c.snapshot(held[2])
     env2 = snap["env"]
@@ -39,7 +58,7 @@ try:
     lease = c.take(env2, prefer=head)
     held.append(lease)
     out["from_snapshot"] = {"node": lease["node"], "checkpoint": lease["record"].get("restore", {}).get("checkpoint"),
-                            "guest": benchlib.guest_answers(lease["record"])[0]}
+                            "guest": benchlib.guest_answers(lease["record"])[0], "own_userns": own_userns(lease["record"])}
     # Both nodes at their ceilings now (head 1 + n2 2 ... one more on head, then none anywhere).
     held.append(c.take(env, prefer=head))
     try:

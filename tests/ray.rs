@@ -261,7 +261,8 @@ fn a_checkpoint_that_cannot_be_restored_here_is_refused() {
         }
     }
     let _gone = Gone(base.clone());
-    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).output().unwrap();
+    // Host ids: drums-ckpt's source.
+    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", std::process::id().to_string()).env("DRUMS_OVERLAY_ARGS", "--host-ids").output().unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     let mut sessions = Sessions::default();
     sessions.add(&text(&o.stdout));
@@ -340,6 +341,7 @@ print(json.dumps(out))
 
 /// The driver's API (tests/ray-api.py) on a local cluster of 2 slots a node: takes from the preferred node
 /// until its count ceiling, the next one served by the other node; every taken session's guest answers;
+/// taken sessions have user namespaces of their own unless taken with host_ids=True;
 /// a snapshot of a session on the second node is an environment there only, and a take of it is served
 /// there; with both nodes full a take fails naming each node's ceiling; nothing is left.
 #[test]
@@ -355,6 +357,12 @@ fn take_goes_elsewhere_when_a_node_is_full_and_snapshot_makes_an_environment_on_
     let nodes: Vec<&str> = r["leases"].as_array().unwrap().iter().map(|l| l["node"].as_str().unwrap()).collect();
     assert_eq!(nodes, ["head", "head", "n2"], "the third take found the head full: {r}");
     assert!(r["leases"].as_array().unwrap().iter().all(|l| l["guest"] == true), "{r}");
+    // Sessions taken by default run in user namespaces of their own; the one taken with host_ids=True (the
+    // third, snapshot below) does not, and a snapshot of one in its own user namespace is refused.
+    let own: Vec<bool> = r["leases"].as_array().unwrap().iter().map(|l| l["own_userns"].as_bool().unwrap()).collect();
+    assert_eq!(own, [true, true, false], "{r}");
+    assert!(r["snapshot_userns"].as_str().is_some_and(|e| e.contains("--host-ids")), "a snapshot of a session in its own user namespace is refused, naming --host-ids: {r}");
+    assert_eq!(r["from_snapshot"]["own_userns"], true, "{r}");
     assert_eq!(r["copy"]["via"], "ray", "{r}");
     assert_eq!((r["snapshot"]["node"].as_str(), r["env2_on"].clone()), (Some("n2"), serde_json::json!(["n2"])), "{r}");
     assert_eq!(r["release"]["released"], true, "{r}");

@@ -26,9 +26,14 @@ fn owner() -> String {
     std::process::id().to_string()
 }
 
-/// The source session's record as cold.sh printed it (the input of drums-ckpt), and decoded.
-fn cold(guard: &mut Sessions) -> (String, Session) {
-    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner()).output().unwrap();
+/// The source session's record as cold.sh printed it (the input of drums-ckpt), and decoded: with host ids
+/// (drums-ckpt refuses a session in its own user namespace).
+fn source(guard: &mut Sessions) -> (String, Session) {
+    cold_with(guard, "--host-ids")
+}
+
+fn cold_with(guard: &mut Sessions, overlay_args: &str) -> (String, Session) {
+    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner()).env("DRUMS_OVERLAY_ARGS", overlay_args).output().unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     guard.add(&text(&o.stdout));
     let line = text(&o.stdout).trim().to_string();
@@ -59,7 +64,7 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (src, src_rec) = cold(&mut guard);
+    let (src, src_rec) = source(&mut guard);
     let src_dir = src_rec.state_dir.clone();
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
     let c: Checkpoint = one(&ckpt);
@@ -145,7 +150,7 @@ fn clone_hygiene() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (src_rec, src) = cold(&mut guard);
+    let (src_rec, src) = source(&mut guard);
     prepare_source(&src);
     let clean = run_ok("drums-ckpt", &["--clean", "--leave-running"], &src_rec);
     let kept = run_ok("drums-ckpt", &["--leave-running"], &src_rec);
@@ -246,7 +251,7 @@ fn killed_restore_reseed_and_failed_criu_leave_nothing() {
         .filter_map(|p| drums::proc::ns_inode(p.split(' ').next()?.parse().ok()?, "pid").ok())
         .collect();
     let mut guard = Sessions::default();
-    let (src, _) = cold(&mut guard);
+    let (src, _) = source(&mut guard);
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
     let c: Checkpoint = one(&ckpt);
 
@@ -344,7 +349,7 @@ fn count_mode_makes_ready_distinct_siblings_concurrently_and_a_kill_leaves_nothi
     let _lock = session_lock();
     let before_inv = inventory();
     let mut guard = Sessions::default();
-    let (src, _) = cold(&mut guard);
+    let (src, _) = source(&mut guard);
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
     let c: Checkpoint = one(&ckpt);
     let _ckpt_dir = RemoveOnDrop(c.dir.clone());
@@ -382,8 +387,9 @@ fn count_mode_makes_ready_distinct_siblings_concurrently_and_a_kill_leaves_nothi
     assert!(wall < own, "{N} siblings took {wall:.2} s, their steps {own:.2} s added up: not made concurrently");
     // The audit passes the siblings of one call: revision 2a, against a cold pair as its control (the
     // literal rule fails every pair of sessions, cold ones too, on /dev/null and /dev/urandom: tests/audit.rs).
-    let (_, ca) = cold(&mut guard);
-    let (_, cb) = cold(&mut guard);
+    // The control pair is made as the source was (host ids): the siblings run the source's processes.
+    let (_, ca) = source(&mut guard);
+    let (_, cb) = source(&mut guard);
     let lines: String = sibs.iter().map(|s| json(s) + "\n").collect();
     let a = run("drums-audit", &["--rule", "revision-2a", "--control", &format!("{},{}", ca.id, cb.id)], &lines);
     assert!(a.status.success(), "drums-audit of the {N} siblings: {}{}", text(&a.stdout), text(&a.stderr));

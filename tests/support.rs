@@ -141,20 +141,29 @@ pub fn one<T: serde::de::DeserializeOwned>(out: &str) -> T {
 }
 
 /// A full cold session (pipelines/cold.sh: overlay, namespaces, cgroups, desktop, agent-ready), owned by
-/// this test process and destroyed with `guard`: its record as cold.sh printed it, and decoded.
+/// this test process and destroyed with `guard`: its record as cold.sh printed it, and decoded. It runs
+/// in a user namespace of its own, the default (drums(7), "Its own user namespace").
 pub fn cold_session(guard: &mut Sessions) -> (String, drums::record::Session) {
     cold_session_with(guard, &[])
 }
 
-/// A cold session in its own user namespace (cold.sh with DRUMS_OVERLAY_ARGS=--userns), agent-ready
-/// (drums-ready saw the readiness page) when this returns; its record names its id range.
+/// A cold session in its own user namespace, said explicitly (cold.sh with DRUMS_OVERLAY_ARGS=--userns),
+/// agent-ready (drums-ready saw the readiness page) when this returns; its record names its id range.
 pub fn userns_cold_session(guard: &mut Sessions) -> (String, drums::record::Session) {
     let (line, rec) = cold_session_with(guard, &[("DRUMS_OVERLAY_ARGS", "--userns")]);
     assert!(rec.id_range.is_some(), "the record names its id range: {line}");
     (line, rec)
 }
 
-fn cold_session_with(guard: &mut Sessions, env: &[(&str, &str)]) -> (String, drums::record::Session) {
+/// A cold session to be checkpointed: with host ids (cold.sh with DRUMS_OVERLAY_ARGS=--host-ids), since
+/// drums-ckpt refuses a session in its own user namespace; no id range in its record.
+pub fn source_session(guard: &mut Sessions) -> (String, drums::record::Session) {
+    let (line, rec) = cold_session_with(guard, &[("DRUMS_OVERLAY_ARGS", "--host-ids")]);
+    assert!(rec.id_range.is_none(), "a --host-ids session has no id range: {line}");
+    (line, rec)
+}
+
+pub fn cold_session_with(guard: &mut Sessions, env: &[(&str, &str)]) -> (String, drums::record::Session) {
     let o = Command::new(repo_root().join("pipelines/cold.sh"))
         .env("PATH", path_with_tools())
         .env("DRUMS_OWNER", std::process::id().to_string())

@@ -243,8 +243,9 @@ fn run_all(cases: &[(&'static str, KillAt)], mut case: impl FnMut(&str, KillAt) 
     }
 }
 
+/// A session with host ids (`create --host-ids`), whose ledger lines the plain cases count.
 fn run_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
-    run_case_with(stage_name, at, ckpt, &["create"])
+    run_case_with(stage_name, at, ckpt, &["create", "--host-ids"])
 }
 
 /// `run_case` with the arguments of drums-overlay given (`create --userns`: a session in its own user
@@ -518,9 +519,10 @@ fn check_intact(rec: &str) -> Vec<String> {
     bad
 }
 
-/// A cold session made by pipelines/cold.sh for `owner`.
+/// A cold session made by pipelines/cold.sh for `owner`, with host ids: a checkpoint's source (drums-ckpt
+/// refuses a session in its own user namespace).
 fn cold_session(owner: &Owner) -> String {
-    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner.pid()).output().unwrap();
+    let o = Command::new(repo_root().join("pipelines/cold.sh")).env("PATH", path_with_tools()).env("DRUMS_OWNER", owner.pid()).env("DRUMS_OVERLAY_ARGS", "--host-ids").output().unwrap();
     assert!(o.status.success(), "cold.sh: {}", text(&o.stderr));
     text(&o.stdout)
 }
@@ -562,11 +564,12 @@ impl Drop for CheckpointDir {
     }
 }
 
+/// Siblings with host ids (`--host-ids`), whose ledger lines the plain cases count.
 fn restore_path_case(stage_name: &str, at: KillAt, ckpt: &str) -> bool {
-    restore_path_case_with(stage_name, at, ckpt, &[])
+    restore_path_case_with(stage_name, at, ckpt, &["--host-ids"])
 }
 
-/// `restore_path_case` with these arguments to drums-restore (`--userns`).
+/// `restore_path_case` with these arguments to drums-restore (`--userns` or `--host-ids`).
 fn restore_path_case_with(stage_name: &str, at: KillAt, ckpt: &str, restore_args: &'static [&'static str]) -> bool {
     let before = inventory();
     let partials_before = partial_checkpoints();

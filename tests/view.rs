@@ -274,7 +274,7 @@ fn the_page_lists_sessions_live_and_follows_their_screens() {
     require_root();
     let _lock = session_lock();
     let mut guard = Sessions::default();
-    let (cold_line, cold) = cold_session(&mut guard);
+    let (cold_line, cold) = source_session(&mut guard);
     let ckpt = run_ok("drums-ckpt", &["--leave-running"], &cold_line);
     let ckpt_rec: drums::record::Checkpoint = one(&ckpt);
     let _ckpt_dir = CheckpointDir(ckpt_rec.dir.clone());

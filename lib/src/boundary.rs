@@ -355,7 +355,7 @@ pub struct Comparison {
 }
 
 /// `own_userns`: the inode of the session's own user namespace, for a session that has one (a restored
-/// sibling with `--userns`, whose source ran in the host's): every process must be in it, and it stands
+/// sibling in its own user namespace, the default, whose source ran in the host's): every process must be in it, and it stands
 /// for the source's user namespace in the comparison.
 pub fn compare(processes: Vec<ProcessBoundary>, checkpoint: Option<(&str, &[ProcessBoundary])>, own_userns: Option<u64>) -> Comparison {
     let mut differences = vec![];

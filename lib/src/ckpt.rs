@@ -146,7 +146,7 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     }
     if let Some(r) = session.id_range {
         return Err(Error::NotImplemented(format!(
-            "session {} runs in a user namespace of its own (id_range {}+{}): checkpointing such a session is not implemented yet (drums(7) SECURITY); make the session without --userns to checkpoint it",
+            "session {} runs in a user namespace of its own (id_range {}+{}): checkpointing such a session is not implemented yet (drums(7), \"Its own user namespace\"); make the session to be checkpointed with --host-ids (drums-overlay create --host-ids; pipelines/cold.sh with DRUMS_OVERLAY_ARGS=--host-ids)",
             session.id, r.base, r.count
         )));
     }

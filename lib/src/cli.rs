@@ -292,3 +292,34 @@ impl NetArgs {
         crate::net::egress::Options::from_args(self.net.as_deref(), self.uplink.as_deref(), &self.net_except, &self.dns, self.net_rate.as_deref(), self.proxy.as_deref()).map_err(|e| Error::Usage(e.to_string()))
     }
 }
+
+/// Whose ids a new session runs with, the same in every tool that makes sessions (drums-overlay create,
+/// drums-restore, drums-pool fill): drums(7), "Its own user namespace". A user namespace of its own is
+/// the default; `--host-ids` is the opt-out a session to be checkpointed needs (drums-ckpt refuses a
+/// session in its own user namespace).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct IdentityArgs {
+    /// Run the session with host ids, in the host's user namespace, as sessions were before user
+    /// namespaces were the default: session root is host uid 0 (with the reduced capability set) and
+    /// `user` host uid 1000. What a session to be checkpointed needs: drums-ckpt refuses a session in a
+    /// user namespace of its own (drums(7), "Its own user namespace").
+    ///
+    /// Without it (the default) the session takes a host id range of 65536 ids (written to its ledger
+    /// first, record field id_range; the band is $DRUMS_ID_BAND) and runs in a user namespace that maps
+    /// ids 0-65535 inside to it: root and `user` inside are unprivileged host ids and the kernel's per-user
+    /// counts (inotify, message queues, pending signals, processes) are the session's own. The layers are
+    /// shown through idmapped mounts; nothing is copied or chowned.
+    #[arg(long, conflicts_with = "userns")]
+    pub host_ids: bool,
+    /// A user namespace of its own with a host id range of its own: the default, accepted to say so
+    /// explicitly.
+    #[arg(long)]
+    pub userns: bool,
+}
+
+impl IdentityArgs {
+    /// Whether the session gets a user namespace of its own: unless --host-ids.
+    pub fn userns(&self) -> bool {
+        !self.host_ids
+    }
+}

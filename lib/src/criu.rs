@@ -154,7 +154,7 @@ impl KdatCache {
 /// namespace, works (its log and pid file): owned by the range's root.
 pub const USERNS_WORK_DIR: &str = "criu";
 
-/// How a restore runs CRIU as root of a sibling's own user namespace (drums-restore --userns): every
+/// How a restore runs CRIU as root of a sibling's own user namespace (drums-restore, unless --host-ids): every
 /// namespace CRIU makes (PID, mount, IPC, UTS) is then owned by that user namespace, and the restored
 /// tasks' ids 0 and 1000 are the range's base and base+1000 on the host. (CRIU's own `--join-ns user`
 /// was not used: read in CRIU 4.2's source, not tried, its root task makes the dumped PID, mount, IPC

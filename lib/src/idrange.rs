@@ -1,5 +1,5 @@
-//! Host id ranges for sessions in a user namespace of their own (`drums-overlay create --userns`,
-//! drums(7) SECURITY): each such session gets 65536 host user and group ids that no host account and no
+//! Host id ranges for sessions in a user namespace of their own (the default of every tool that
+//! makes sessions, unless `--host-ids`; drums(7) SECURITY): each such session gets 65536 host user and group ids that no host account and no
 //! other live session uses, and its user namespace maps its ids 0..65535 to them (root inside is host
 //! `base`, the desktop's `user`, 1000, is host `base+1000`).
 //!
@@ -75,12 +75,17 @@ fn process_ids() -> Vec<u64> {
 }
 
 /// Host processes running with an id of the band, by the base of the slot that id falls in: what the
-/// sweep's report shows of ranges in use, ledgered or not.
+/// sweep's report shows of ranges in use, ledgered or not. Zombies are left out: a destroyed session's
+/// init waits as one for whichever parent CRIU's restore left it (the inventory counts zombies apart, as
+/// holding nothing but a pid), and its ids act on nothing. (Allocation still avoids their slots.)
 pub fn band_users() -> std::collections::BTreeMap<u32, Vec<i32>> {
     let (first, slots) = band().unwrap_or((DEFAULT_FIRST, DEFAULT_SLOTS));
     let end = first + slots * COUNT as u64;
     let mut out: std::collections::BTreeMap<u32, Vec<i32>> = Default::default();
     for pid in crate::proc::pids() {
+        if crate::proc::state(pid) == Some('Z') {
+            continue;
+        }
         let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue };
         let mut bases: Vec<u32> = st
             .lines()
@@ -165,7 +170,7 @@ pub fn userns_fd(r: &IdRange) -> Result<std::fs::File> {
     )
 }
 
-/// The user namespace a restored sibling runs in (drums-restore --userns): mapped as `userns_fd`'s, but
+/// The user namespace a restored sibling runs in (drums-restore, unless --host-ids): mapped as `userns_fd`'s, but
 /// made by a child that became the range's root (host id `base`) first, so that it is owned by `base`:
 /// the kernel's per-user counts of everything inside are charged to `base` at the host's level, as for
 /// a cold session's namespace (ns::create). Held by the descriptor until the restored tree is in it.

@@ -16,7 +16,7 @@ pub enum Kind {
     Net,
     Pid,
     Mnt,
-    /// Only a session made with `drums-overlay create --userns` has one of its own.
+    /// A session has one of its own unless it was made with `--host-ids`.
     User,
 }
 

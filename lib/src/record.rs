@@ -228,8 +228,9 @@ pub struct Session {
     /// What drums-reseed changed to make a restored sibling unique; absent: not reseeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reseed: Option<Reseed>,
-    /// The host id range of a session in its own user namespace (`drums-overlay create --userns`);
-    /// absent: the session shares the host's user namespace.
+    /// The host id range of a session in its own user namespace (the default of `drums-overlay
+    /// create`, `drums-restore` and `drums-pool fill`); absent: the session shares the host's user namespace
+    /// (made with `--host-ids`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id_range: Option<IdRange>,
     /// Members written by stages this version does not know, kept as they are.

@@ -105,8 +105,10 @@ limits() {
 fail() { say "$1" error "$2"; [ -f "$work/$1.err" ] && sed "s/^/DRUMS-V2 $1 stderr /" "$work/$1.err" | tail -n 30; }
 
 # ---- cold ----
+# With host ids: it is the checkpoint's source (drums-ckpt refuses a session in its own user namespace);
+# the siblings below get user namespaces of their own, the default.
 t=$(now)
-if "$here/pipelines/cold.sh" > $work/cold.json 2> $work/cold.err; then
+if DRUMS_OVERLAY_ARGS=--host-ids "$here/pipelines/cold.sh" > $work/cold.json 2> $work/cold.err; then
   say cold wall_s "$(elapsed "$t")"
   id=$(jq -r .id $work/cold.json)
   say cold record "$(jq -c '{id, ready: .ready.ready, ready_s: .ready.ready_s, cgroup: .cgroup.version, read_back: .cgroup.read_back}' $work/cold.json)"
@@ -118,8 +120,9 @@ else
   fail cold "pipelines/cold.sh exited $?"
   exit 1
 fi
-# The second of the audit's cold pair (drums-audit --control), as on the host (tests/audit.rs).
-if "$here/pipelines/cold.sh" > $work/cold2.json 2> $work/cold2.err; then
+# The second of the audit's cold pair (drums-audit --control), as on the host (tests/audit.rs), made as
+# the first.
+if DRUMS_OVERLAY_ARGS=--host-ids "$here/pipelines/cold.sh" > $work/cold2.json 2> $work/cold2.err; then
   id2=$(jq -r .id $work/cold2.json)
   say cold2 id "$id2"
 else

@@ -1,7 +1,7 @@
 //! The identity check of the audit (issue 27): which user namespace each session's init is in and which
 //! host ids that namespace maps, read from /proc (never from the record, which is only compared with
-//! it), and a verdict that no two sessions share a user namespace or an id. Sessions made without
-//! `--userns` share the host's user namespace and its ids by design: a pair with one of them is
+//! it), and a verdict that no two sessions share a user namespace or an id. Sessions made with
+//! `--host-ids` share the host's user namespace and its ids by design: a pair with one of them is
 //! reported, not judged.
 
 use crate::record::{IdRange, Session};

@@ -395,8 +395,8 @@ fn scan_process(sc: &mut SessionScan, d: &ProcDir, anon_inode: Option<(u64, u64)
     for t in SESSION_NS.iter().chain(HOST_NS) {
         let st = d.stat_target(&format!("ns/{t}"))?;
         proc_ns.insert(t, st.ino);
-        // A user namespace other than the host's is a session's own (drums-overlay create --userns,
-        // drums-restore --userns): compared like the others, so two sessions that share one fail.
+        // A user namespace other than the host's is a session's own (the default of drums-overlay
+        // create and drums-restore, unless --host-ids): compared like the others, so two sessions that share one fail.
         if SESSION_NS.contains(t) || (*t == "user" && Some(st.ino) != host_userns()) {
             sc.add(Kind::Namespace, format!("{t}:[{}]", st.ino), &format!("{t}:[{}]", st.ino), false, h("process".into(), format!("{t}:[{}]", st.ino), None, false));
         } else {

@@ -5,6 +5,12 @@ checkpoint id (`c-...`). The provider holds at most one session at a time, a sib
 checkpoint (taken from its warm pool when one is filled, drums-pool(7)), and owns it: every tool runs with
 DRUMS_OWNER set to this process, so when the harness dies without stop_emulator, `drums-sweep --orphans`
 destroys the session. Records and exit codes of the tools: drums(7), docs/record.md.
+
+Identity (drums(7), "Its own user namespace"): the checkpoint get_vm_path makes is of a cold session with
+host ids (drums-ckpt checkpoints no session in a user namespace of its own); the siblings the provider
+restores run in user namespaces of their own, the default, unless DRUMS_OSWORLD_HOST_IDS=1 (then with host
+ids, so that save_state can checkpoint them). A pool sibling is as its filler made it (drums-pool fill
+--host-ids or not).
 """
 import atexit
 import json
@@ -33,6 +39,17 @@ VNC_MODE = os.environ.get("DRUMS_OSWORLD_VNC", "off")
 # a proxy"): http://IPV4:PORT, as drums-net set --proxy takes it; unset, such a task fails before it starts.
 PROXY_ENV = "DRUMS_OSWORLD_PROXY"
 TAKE_TIMEOUT = 300
+# DRUMS_OSWORLD_HOST_IDS=1: the siblings this provider restores run with host ids (drums-restore
+# --host-ids), which save_state needs; unset or 0, each gets a user namespace of its own.
+HOST_IDS_ENV = "DRUMS_OSWORLD_HOST_IDS"
+
+
+def _identity_args():
+    """drums-restore's identity arguments for the siblings the provider restores."""
+    v = os.environ.get(HOST_IDS_ENV, "0")
+    if v not in ("0", "1", ""):
+        raise DrumsError(f"{HOST_IDS_ENV}={v!r}: expected 1 (host ids) or 0 (a user namespace of its own, the default)")
+    return ["--host-ids"] if v == "1" else []
 # How long closing the readiness page may take: Chromium is asked to quit (SIGTERM), killed after
 # CLOSE_KILL_AFTER seconds, and the close fails when its window is still on the screen after CLOSE_TIMEOUT.
 CLOSE_KILL_AFTER, CLOSE_TIMEOUT = 5, 10
@@ -149,7 +166,8 @@ class DrumsProvider(Provider):
 
     def save_state(self, path_to_vm, snapshot_name):
         """Checkpoint the held session under `snapshot_name` (it keeps running). The checkpoint persists
-        on disk like a VM snapshot; revert_to_snapshot with that name restores from it."""
+        on disk like a VM snapshot; revert_to_snapshot with that name restores from it. The held session
+        must have host ids (DRUMS_OSWORLD_HOST_IDS=1): drums-ckpt refuses one in its own user namespace."""
         if self.session is None:
             raise DrumsError("no session to save: start_emulator first")
         line, rec = _one_record(_run(["drums-ckpt", "--leave-running"], self.session), "checkpoint")
@@ -225,16 +243,16 @@ class DrumsProvider(Provider):
             if ckpt.page_closed:
                 # A snapshot of a session the harness had: no readiness page to reseed or wait for; the
                 # harness waits for the guest as it waits for a VM's server.
-                restored = _run(["drums-restore"], ckpt.record + "\n")
+                restored = _run(["drums-restore"] + _identity_args(), ckpt.record + "\n")
                 try:
                     out = _run(["drums-reseed", "--no-browser"], restored)
                 except Exception:
                     subprocess.run(["drums-sweep"], input=restored, capture_output=True, text=True, env=_env())
                     raise
             elif ckpt.record is not None:
-                out = _run([str(PIPELINES / "restore.sh")], ckpt.record + "\n")
+                out = _run([str(PIPELINES / "restore.sh")] + _identity_args(), ckpt.record + "\n")
             else:
-                out = _run([str(PIPELINES / "restore.sh"), "--checkpoint", ckpt.id])
+                out = _run([str(PIPELINES / "restore.sh"), "--checkpoint", ckpt.id] + _identity_args())
         try:
             line, rec = _one_record(out, "session")
             if not ckpt.page_closed:
@@ -320,8 +338,8 @@ class DrumsVMManager(VMManager):
     def get_vm_path(self, *args, **kwargs):
         """$DRUMS_OSWORLD_CHECKPOINT (a checkpoint record file or id); else the checkpoint this manager
         made before (its record in $DRUMS_OSWORLD_DIR/checkpoint.json) while its directory exists; else a
-        new one: a cold session (pipelines/cold.sh, on the image $DRUMS_OSWORLD_IMAGE when set)
-        checkpointed clean."""
+        new one: a cold session with host ids (pipelines/cold.sh with drums-overlay create --host-ids, on
+        the image $DRUMS_OSWORLD_IMAGE when set) checkpointed clean."""
         named = os.environ.get("DRUMS_OSWORLD_CHECKPOINT")
         if named:
             return named
@@ -332,8 +350,10 @@ class DrumsVMManager(VMManager):
         except (OSError, ValueError, KeyError, TypeError):
             pass
         env = _env()
+        # Host ids: drums-ckpt refuses a session in its own user namespace (the default).
+        env["DRUMS_OVERLAY_ARGS"] = "--host-ids"
         if os.environ.get("DRUMS_OSWORLD_IMAGE"):
-            env["DRUMS_OVERLAY_ARGS"] = f"--image {os.environ['DRUMS_OSWORLD_IMAGE']}"
+            env["DRUMS_OVERLAY_ARGS"] += f" --image {os.environ['DRUMS_OSWORLD_IMAGE']}"
         cold = subprocess.run([str(PIPELINES / "cold.sh")], capture_output=True, text=True, env=env, timeout=TAKE_TIMEOUT)
         if cold.returncode != 0:
             raise DrumsError(f"pipelines/cold.sh exited {cold.returncode}: {cold.stderr.strip()[-2000:]}")

@@ -142,11 +142,12 @@ class Cluster:
 
     # ---- sessions
 
-    def take(self, env, prefer=None, net=None):
+    def take(self, env, prefer=None, net=None, host_ids=False):
         """A ready session of ENV under network policy NET (None: the node's own) from a node with
         capacity: the preferred node first, then the others by free slots; a dead or full node is skipped.
-        The lease: node, node_id, session, guest_url, devtools_port, net (the policy the session runs
-        under, from its record), record."""
+        The session has a user namespace of its own, or host ids with `host_ids` (what snapshot needs:
+        DrumsNode.take). The lease: node, node_id, session, guest_url, devtools_port, net (the policy the
+        session runs under, from its record), record."""
         order = sorted(self.live(), key=lambda n: -(self.info[n]["ceilings"]["max_sessions"] - self.info[n]["sessions"]["held"]))
         if prefer in order:
             order.remove(prefer)
@@ -157,7 +158,7 @@ class Cluster:
                 why.append(f"{self.info[n]['node']}: no checkpoint {env}")
                 continue
             try:
-                lease = self.call(n, "take", env, net)
+                lease = self.call(n, "take", env, net, host_ids)
                 self.info[n]["sessions"]["held"] += 1
                 return lease
             except Exception as e:  # noqa: BLE001

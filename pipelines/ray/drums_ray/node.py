@@ -8,6 +8,11 @@ keeps its warm pool itself rather than through `drums-pool fill`: a drums-pool s
 parked so that it outlives its filler on purpose (a cron pool, drums-pool(7)), which is the opposite of
 what a pool that dies with its actor needs. The steps are the same (restore, reseed, ready, freeze;
 thaw and ready again at take), with the same tools.
+
+Identity (drums(7), "Its own user namespace"): the cold session make_environment checkpoints has host ids
+(drums-ckpt checkpoints no session in a user namespace of its own); every sibling the actor restores,
+parked or taken, runs in a user namespace of its own, except one taken with take(env, host_ids=True),
+restored on the spot with host ids so that snapshot can checkpoint it.
 """
 import json, os, threading, time
 
@@ -96,7 +101,7 @@ class DrumsNode:
             task = json.load(f)
         osworld_task.check_supported(task)
         t0 = time.monotonic()
-        cold = benchlib.sh([os.path.join(config.PIPELINES, "cold.sh")], env=self.env)
+        cold = benchlib.source_session(self.env)  # host ids: drums-ckpt's source
         try:
             rec = json.loads(cold)
             out = {"fault": None}
@@ -135,12 +140,12 @@ class DrumsNode:
             raise ValueError(f"net={net!r}: a network policy (none, internet, allow:ENTRY,...) or None")
         return dict(self.env, DRUMS_NET=net)
 
-    def _restore(self, ckpt_text, freeze, net=None):
+    def _restore(self, ckpt_text, freeze, net=None, host_ids=False):
         """A usable sibling from `drums-restore --ready` (benchlib.restore_ready: restore, reseed and ready
         check in the tool, as drums-pool's filler makes its siblings) under network policy NET (_net_env),
-        then frozen; the record text. A failure destroys the sibling (the tool does for its steps; the
-        freeze here)."""
-        rec = benchlib.restore_ready(ckpt_text, env=self._net_env(net))
+        in a user namespace of its own unless `host_ids`, then frozen; the record text. A failure destroys
+        the sibling (the tool does for its steps; the freeze here)."""
+        rec = benchlib.restore_ready(ckpt_text, env=self._net_env(net), host_ids=host_ids)
         if freeze:
             try:
                 rec = benchlib.sh(["drums-cgroup", "freeze"], stdin=rec, env=self.env)
@@ -213,16 +218,18 @@ class DrumsNode:
 
     # ---- take, release, snapshot
 
-    def take(self, env, net=None):
+    def take(self, env, net=None, host_ids=False):
         """A ready session of ENV under network policy NET (None: the node's own; _net_env): a parked
         sibling of that policy's pool thawed and checked again (as drums-pool take does), or, when none is
-        parked and the ceilings allow, one restored now. Raises Full, NoEnvironment."""
+        parked and the ceilings allow, one restored now. Each runs in a user namespace of its own; with
+        `host_ids`, one is restored now with host ids (parked siblings have user namespaces), a session
+        snapshot can checkpoint. Raises Full, NoEnvironment."""
         t0 = time.monotonic()
         rec, kind = None, None
         key = pool_key(env, net)
         self._net_env(net)
         with self.lock:
-            if self.parked.get(key):
+            if self.parked.get(key) and not host_ids:
                 rec, kind = self.parked[key].pop(0), "pool"
             else:
                 why = self._ceiling()
@@ -233,7 +240,7 @@ class DrumsNode:
                 kind = "restore"
         if kind == "restore":
             try:
-                rec = self._restore(json.dumps(self.checkpoint(env)), freeze=False, net=net)
+                rec = self._restore(json.dumps(self.checkpoint(env)), freeze=False, net=net, host_ids=host_ids)
             finally:
                 with self.lock:
                     self.inflight -= 1
@@ -271,7 +278,8 @@ class DrumsNode:
         return {"session": session, "released": True, "sweep_s": round(time.monotonic() - t0, 4), "sweep": p[-400:]}
 
     def snapshot(self, session, leave_running=True):
-        """Checkpoint a taken session on this node (drums-ckpt): a new environment here."""
+        """Checkpoint a taken session on this node (drums-ckpt): a new environment here. The session must
+        have been taken with host_ids=True: drums-ckpt refuses one in its own user namespace (exit 7)."""
         with self.lock:
             rec = self.taken.get(session)
         if rec is None:

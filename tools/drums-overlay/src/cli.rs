@@ -44,15 +44,8 @@ pub enum Cmd {
         /// The duration is read as drums(7), "Sizes and durations", says.
         #[arg(long, value_name = "TIME", value_parser = drums::cli::parse_seconds)]
         ttl: Option<u64>,
-        /// Make the session for a user namespace of its own (drums(7), SECURITY).
-        ///
-        /// A host id range of 65536 ids is taken for the session (written to its ledger first, record
-        /// field id_range; the band is $DRUMS_ID_BAND, default 1073741824:4096) and drums-ns create puts
-        /// the session's processes in a user namespace that maps ids 0-65535 inside to it: root and
-        /// `user` inside are unprivileged ids on the host. The layers are shown through idmapped mounts;
-        /// nothing is copied or chowned. drums-ckpt refuses such a session (exit 7, not_implemented).
-        #[arg(long)]
-        userns: bool,
+        #[command(flatten)]
+        identity: cli::IdentityArgs,
     },
     /// Unmount and delete the root of the session on stdin (only what its ledger names).
     Remove {

@@ -6,8 +6,8 @@ fn main() {
     cli::run("drums-overlay", |a: Args| {
         cli::require_root()?;
         match a.cmd {
-            Cmd::Create { image, layers, size, ttl, userns } => {
-                let s = drums::overlay::create(&drums::overlay::OverlayOptions { image, layers, tmpfs_bytes: size, ttl_s: ttl, userns })?;
+            Cmd::Create { image, layers, size, ttl, identity } => {
+                let s = drums::overlay::create(&drums::overlay::OverlayOptions { image, layers, tmpfs_bytes: size, ttl_s: ttl, userns: identity.userns() })?;
                 drums::session_io::emit_session(&s)
             }
             Cmd::Remove { input } => {

@@ -59,10 +59,8 @@ pub enum Cmd {
         /// cross-tenant side channel, a scanning thread).
         #[arg(long)]
         ksm: bool,
-        /// Restore each sibling in a user namespace of its own with a host id range of its own, as
-        /// drums-restore --userns does.
-        #[arg(long)]
-        userns: bool,
+        #[command(flatten)]
+        identity: cli::IdentityArgs,
         #[command(flatten)]
         net: cli::NetArgs,
         /// Size limit of each sibling's writable tmpfs, as drums-restore --size.

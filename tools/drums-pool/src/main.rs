@@ -9,7 +9,7 @@ fn main() {
     // A take's clock starts with the tool.
     let started_at = drums::state::now();
     cli::run("drums-pool", |a: Args| match a.cmd {
-        Cmd::Fill { checkpoints, depth, every, count, max_sessions, min_available, max_age, cgroup, no_freeze, ksm, userns, net, size, input } => {
+        Cmd::Fill { checkpoints, depth, every, count, max_sessions, min_available, max_age, cgroup, no_freeze, ksm, identity, net, size, input } => {
             let net = net.options()?;
             let limits = match cgroup.as_deref() {
                 Some("none") => None,
@@ -29,7 +29,7 @@ fn main() {
                 min_available,
                 max_age,
                 freeze: !no_freeze && limits.is_some(),
-                restore: drums::restore::RestoreOptions { tmpfs_bytes: size, ttl_s: None, limits, ksm, net, userns },
+                restore: drums::restore::RestoreOptions { tmpfs_bytes: size, ttl_s: None, limits, ksm, net, userns: identity.userns() },
             };
             pool::stop_on_signals();
             let reports = pool::fill(&ckpts, &o, |r| cli::emit(r), |e| {

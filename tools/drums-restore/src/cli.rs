@@ -47,16 +47,8 @@ pub struct Args {
     /// identical pages between siblings.
     #[arg(long)]
     pub ksm: bool,
-    /// Restore each sibling in a user namespace of its own (drums(7), "Its own user namespace").
-    ///
-    /// Each sibling takes a host id range of 65536 ids (written to its ledger first, record field
-    /// id_range; the band is $DRUMS_ID_BAND) and its restored processes run in a user namespace that maps
-    /// ids 0-65535 to it, so root and `user` inside are unprivileged host ids and the kernel's per-user
-    /// counts (inotify, message queues, pending signals, processes) are the sibling's own. The checkpoint
-    /// is an ordinary one (of a session made without --userns); CRIU runs as root of the sibling's user
-    /// namespace and the layers are shown through idmapped mounts. drums-ckpt refuses such a sibling.
-    #[arg(long)]
-    pub userns: bool,
+    #[command(flatten)]
+    pub identity: cli::IdentityArgs,
     #[command(flatten)]
     pub net: cli::NetArgs,
     /// Print only usable siblings: reseed each (drums-reseed) and check it agent-ready (drums-ready)

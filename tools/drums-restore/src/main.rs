@@ -36,7 +36,7 @@ fn main() {
         };
         cli::require_root()?;
         drums::restore::check_checkpoint(&c)?;
-        let restore = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm, net, userns: a.userns };
+        let restore = drums::restore::RestoreOptions { tmpfs_bytes: a.size, ttl_s: a.ttl, limits, ksm: a.ksm, net, userns: a.identity.userns() };
         let reseed = a.ready.then(|| drums::reseed::ReseedOptions { hostname: None, browser: !a.no_browser });
         let o = SiblingOptions { restore: &restore, reseed, ready };
         let mut first_err = None;
