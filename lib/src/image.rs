@@ -543,12 +543,12 @@ pub fn prune(dry_run: bool) -> Result<PruneReport> {
     let roots = [images_root(), crate::runtime::runtime_root()];
     for (dir, mut why) in candidates {
         // Something mounted inside (a hand-made chroot's /proc) would be removed through: never.
-        if let Some(m) = crate::destroy::fsops::mounts_below(&dir).ctx("read mounts", "/proc/self/mountinfo")?.first() {
+        if let Some(m) = crate::removal::mounts_below(&dir).ctx("read mounts", "/proc/self/mountinfo")?.first() {
             why.push(format!("mount {} below it", m.mount_point.display()));
         }
         if why.is_empty() {
             if !dry_run {
-                crate::destroy::fsops::remove_tree_in(&dir, &roots).map_err(Error::failed)?;
+                crate::removal::remove_tree_in(&dir, &roots).map_err(Error::failed)?;
             }
             report.removed.push(dir);
         } else {
