@@ -241,7 +241,7 @@ fn walk(top: &Path, rel: &Path, h: &mut Sha256, out: &mut TreeDigest) -> Result<
 
 /// Extended attributes of `p` (not followed), sorted by name.
 fn xattrs(p: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Error::bad_input(format!("{}: path has a NUL", p.display())))?;
+    let c = crate::proc::c_path(p)?;
     let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
     if n <= 0 {
         return Ok(vec![]);
