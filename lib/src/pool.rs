@@ -379,7 +379,15 @@ pub fn fill(ckpts: &[Checkpoint], o: &FillOptions, mut parked: impl FnMut(&Parke
 
 /// Which ceiling stops a restore now, if one does.
 fn ceiling(o: &FillOptions) -> Option<String> {
-    let sessions = std::fs::read_dir(crate::state::sessions_root()).into_iter().flatten().flatten().count();
+    let dirs = std::fs::read_dir(crate::state::sessions_root()).into_iter().flatten().flatten();
+    // A bound pool's ceiling is its owner's: the sessions the owner holds, parked and taken, not the
+    // machine's (a Ray node's actor counts its own, beside other programs' sessions).
+    let sessions = match &o.bound {
+        Some(owner) => dirs
+            .filter(|e| crate::ledger::read_file(&e.path().join(crate::ledger::FILE_NAME)).ok().is_some_and(|c| c.owner().is_some_and(|(_, w, _, _)| w == owner)))
+            .count(),
+        None => dirs.count(),
+    };
     if sessions >= o.max_sessions {
         return Some(format!("count ceiling (--max-sessions {})", o.max_sessions));
     }

@@ -3,13 +3,13 @@ out, and does the work with the Drums tools, as the pipelines compose them.
 
 Ownership follows the actor. Every tool runs with DRUMS_OWNER set to the actor's own process, so each
 session it restores (parked or taken) belongs to it: when the actor dies (SIGKILL, its node's raylet, the
-driver that owned it), `drums-sweep --orphans` on the node destroys all of them. That is why the actor
-keeps its warm pool itself rather than through `drums-pool fill`: a drums-pool sibling is marked
-parked so that it outlives its filler on purpose (a cron pool, drums-pool(7)), which is the opposite of
-what a pool that dies with its actor needs. The steps are the same (restore, reseed, ready, freeze;
-thaw and ready again at take), with the same tools.
+driver that owned it), `drums-sweep --orphans` on the node destroys all of them. The warm pool is
+drums-pool's, bound to the actor (`drums-pool fill --bound --loop`, its spool in a directory of the
+actor's own through DRUMS_POOL_DIR): its siblings are the actor's, and once the actor is gone the filler
+drains the pool. A take is `drums-pool take`; when the pool has nothing parked, the session is restored
+on demand with `drums-restore --ready`.
 """
-import json, os, threading, time
+import json, os, subprocess, tempfile, threading, time
 
 from . import checkpoints, config
 
@@ -34,28 +34,30 @@ class DrumsNode:
         for k in ("DRUMS_CHECKPOINT_DIR", "DRUMS_MAPPED_DIR", "DRUMS_STATE_DIR"):
             if k in os.environ:
                 self.env[k] = os.environ[k]
+        # The actor's pools: spools of its own, beside any pool of the same checkpoint on the machine.
+        self.env["DRUMS_POOL_DIR"] = tempfile.mkdtemp(prefix="drums-ray-pool-")
         self.lock = threading.Lock()
-        self.parked = {}      # env -> [session record text], frozen siblings ready to hand out
         self.taken = {}       # session id -> record text
-        self.inflight = 0     # sessions being restored
+        self.inflight = 0     # sessions being restored at take
         self.depth = {}       # env -> wanted pool depth
-        self.fillers = {}     # env -> thread
+        self.fillers = {}     # env -> `drums-pool fill --bound --loop` process
         self.stopping = False
         self.default_depth = pool_depth
-        self.counts = {"taken": 0, "from_pool": 0, "restored_at_take": 0, "refused_full": 0, "fill_failed": 0}
+        self.counts = {"taken": 0, "from_pool": 0, "restored_at_take": 0, "refused_full": 0}
 
     # ---- what the node is and holds
 
     def info(self):
         import ray
+        parked = {e: self._parked(e) for e in list(self.depth)}
         with self.lock:
-            held = self.inflight + len(self.taken) + sum(len(v) for v in self.parked.values())
+            held = self.inflight + len(self.taken) + sum(parked.values())
             return {
                 "node": self.cfg["node"], "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "checkpoint_dir": self.cfg["checkpoint_dir"], "mapped_dir": self.cfg["mapped_dir"],
                 "ceilings": {"max_sessions": self.cfg["max_sessions"], "min_available_bytes": self.cfg["min_available_bytes"]},
                 "mem_available_bytes": config.mem_available_bytes(),
-                "sessions": {"held": held, "taken": len(self.taken), "parked": {k: len(v) for k, v in self.parked.items()}, "inflight": self.inflight},
+                "sessions": {"held": held, "taken": len(self.taken), "parked": parked, "inflight": self.inflight},
                 "pool_depth": dict(self.depth), "environments": self.environments(), "counts": dict(self.counts),
                 "kernel": os.uname().release,
             }
@@ -100,118 +102,94 @@ class DrumsNode:
 
     # ---- the pool
 
-    def _held(self):
-        return self.inflight + len(self.taken) + sum(len(v) for v in self.parked.values())
+    def _pool(self, args, check=True):
+        """`drums-pool ARGS` on the actor's own spools."""
+        return benchlib.sh(["drums-pool"] + args, check=check, env=self.env)
 
-    def _ceiling(self):
+    def _parked(self, env):
+        """How many siblings of ENV the actor's pool holds parked (drums-pool status)."""
+        try:
+            return len(json.loads(self._pool(["status", "--checkpoint", env]))["parked"])
+        except Exception:
+            return 0
+
+    def _ceiling(self, parked=0):
         """Why no session may be made now (None: one may). Called with the lock held."""
-        if self._held() >= self.cfg["max_sessions"]:
+        if self.inflight + len(self.taken) + parked >= self.cfg["max_sessions"]:
             return f"count ceiling ({self.cfg['max_sessions']} sessions held)"
         if config.mem_available_bytes() < self.cfg["min_available_bytes"]:
             return "memory ceiling (MemAvailable below DRUMS_RAY_MIN_AVAILABLE)"
         return None
 
-    def _restore(self, ckpt_text, freeze):
+    def _restore(self, ckpt_text):
         """A usable sibling from `drums-restore --ready` (benchlib.restore_ready: restore, reseed and ready
-        check in the tool, as drums-pool's filler makes its siblings), then frozen; the record text. A
-        failure destroys the sibling (the tool does for its steps; the freeze here)."""
-        rec = benchlib.restore_ready(ckpt_text, env=self.env)
-        if freeze:
+        check in the tool, as drums-pool's filler makes its siblings); the record text."""
+        return benchlib.restore_ready(ckpt_text, env=self.env)
+
+    def _stop_filler(self, env):
+        p = self.fillers.pop(env, None)
+        if p and p.poll() is None:
+            p.terminate()  # SIGTERM: a sibling not yet parked is destroyed, the parked ones stay
             try:
-                rec = benchlib.sh(["drums-cgroup", "freeze"], stdin=rec, env=self.env)
-            except Exception:
-                benchlib.sh(["drums-sweep"], stdin=rec, check=False, env=self.env)
-                raise
-        return rec
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
     def fill(self, env, depth):
-        """Keep DEPTH parked siblings of ENV on this node (0 stops the filler), within the ceilings."""
-        ckpt = json.dumps(self.checkpoint(env))
+        """Keep DEPTH parked siblings of ENV on this node (0 stops the filler and drains the pool), within
+        the ceilings: `drums-pool fill --bound --loop`, bound to the actor."""
+        self.checkpoint(env)
+        depth = int(depth)
         with self.lock:
-            self.depth[env] = int(depth)
-            self.parked.setdefault(env, [])
-            t = self.fillers.get(env)
-            if depth > 0 and not (t and t.is_alive()):
-                t = threading.Thread(target=self._filler, args=(env, ckpt), daemon=True)
-                self.fillers[env] = t
-                t.start()
+            if self.depth.get(env) != depth:
+                self._stop_filler(env)
+            self.depth[env] = depth
+            p = self.fillers.get(env)
+            if depth > 0 and not (p and p.poll() is None) and not self.stopping:
+                args = ["drums-pool", "fill", "--bound", "--loop", "0.1", "--depth", str(depth), "--checkpoint", env,
+                        "--max-sessions", str(self.cfg["max_sessions"]), "--min-available", str(self.cfg["min_available_bytes"])]
+                self.fillers[env] = subprocess.Popen(args, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if depth == 0:
+            self._pool(["drain", "--checkpoint", env], check=False)
         return {"node": self.cfg["node"], "env": env, "depth": depth}
-
-    def _filler(self, env, ckpt):
-        fails = 0
-        while not self.stopping:
-            with self.lock:
-                want = self.depth.get(env, 0) - len(self.parked.get(env, [])) - 0
-                why = self._ceiling() if want > 0 else "depth reached"
-                if want > 0 and why is None:
-                    self.inflight += 1
-            if want <= 0 or why is not None:
-                time.sleep(0.1)
-                if self.depth.get(env, 0) == 0:
-                    return
-                continue
-            try:
-                rec = self._restore(ckpt, freeze=True)
-                fails = 0
-                with self.lock:
-                    self.inflight -= 1
-                    if self.stopping:
-                        benchlib.sh(["drums-sweep"], stdin=rec, check=False, env=self.env)
-                    else:
-                        self.parked[env].append(rec)
-            except Exception:
-                with self.lock:
-                    self.inflight -= 1
-                    self.counts["fill_failed"] += 1
-                fails += 1
-                if fails >= 3:  # as drums-pool fill: three failures in a row stop the filler
-                    return
-                time.sleep(0.5)
 
     def wait_filled(self, env, timeout=120.0):
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
-            with self.lock:
-                if len(self.parked.get(env, [])) >= self.depth.get(env, 0):
-                    return len(self.parked[env])
-                t = self.fillers.get(env)
-                if not (t and t.is_alive()):
-                    break
+            n = self._parked(env)
+            if n >= self.depth.get(env, 0):
+                return n
+            p = self.fillers.get(env)
+            if not (p and p.poll() is None):
+                break
             time.sleep(0.05)
-        with self.lock:
-            return len(self.parked.get(env, []))
+        return self._parked(env)
 
     # ---- take, release, snapshot
 
     def take(self, env):
-        """A ready session of ENV: a parked sibling thawed and checked again (as drums-pool take does), or,
-        when none is parked and the ceilings allow, one restored now. Raises Full, NoEnvironment."""
+        """A ready session of ENV: a parked sibling thawed and checked again (`drums-pool take`), or, when
+        none is parked and the ceilings allow, one restored now. Raises Full, NoEnvironment."""
         t0 = time.monotonic()
-        rec, kind = None, None
-        with self.lock:
-            if self.parked.get(env):
-                rec, kind = self.parked[env].pop(0), "pool"
-            else:
-                why = self._ceiling()
+        ckpt = self.checkpoint(env)
+        p = subprocess.run(["drums-pool", "take", "--checkpoint", env], capture_output=True, text=True, env=self.env)
+        if p.returncode == 0:
+            ready, kind = p.stdout, "pool"
+        elif p.returncode == 1:  # nothing parked (drums-pool(1), EXIT STATUS): restore on demand
+            with self.lock:
+                why = self._ceiling(self._parked(env))
                 if why:
                     self.counts["refused_full"] += 1
                     raise Full(f"node {self.cfg['node']}: {why}, and no parked session of {env}")
                 self.inflight += 1
-                kind = "restore"
-        if kind == "restore":
             try:
-                rec = self._restore(json.dumps(self.checkpoint(env)), freeze=False)
+                ready, kind = self._restore(json.dumps(ckpt)), "restore"
             finally:
                 with self.lock:
                     self.inflight -= 1
-            ready = rec
         else:
-            try:
-                benchlib.sh(["drums-cgroup", "thaw"], stdin=rec, env=self.env)
-                ready = benchlib.sh(["drums-ready", "--timeout", "5"], stdin=rec, env=self.env)
-            except Exception:
-                benchlib.sh(["drums-sweep"], stdin=rec, check=False, env=self.env)
-                raise
+            raise RuntimeError(f"drums-pool take: exit {p.returncode}: {p.stderr.strip()[-800:]}")
         r = json.loads(ready)
         with self.lock:
             self.taken[r["id"]] = ready
@@ -290,13 +268,24 @@ class DrumsNode:
     # ---- the end
 
     def shutdown(self):
-        """Stop the fillers, destroy every parked and taken session; what was destroyed."""
+        """Stop the fillers, drain the pools, destroy every taken session; what was destroyed."""
         self.stopping = True
-        for t in list(self.fillers.values()):
-            t.join(timeout=60)
+        destroyed = 0
         with self.lock:
-            recs = [r for v in self.parked.values() for r in v] + list(self.taken.values())
-            self.parked, self.taken = {}, {}
+            envs = list(self.depth)
+            for env in envs:
+                self._stop_filler(env)
+            recs = list(self.taken.values())
+            self.taken = {}
+        for env in envs:
+            try:
+                destroyed += json.loads(self._pool(["drain", "--checkpoint", env], check=False) or "{}").get("destroyed", 0)
+            except ValueError:
+                pass
         for r in recs:
             benchlib.sh(["drums-sweep"], stdin=r, check=False, env=self.env)
-        return {"node": self.cfg["node"], "destroyed": len(recs)}
+        try:
+            os.rmdir(self.env["DRUMS_POOL_DIR"])  # the last drain removes it too
+        except OSError:
+            pass
+        return {"node": self.cfg["node"], "destroyed": destroyed + len(recs)}

@@ -73,7 +73,8 @@ pub enum Cmd {
         /// Bind the pool to its owner ($DRUMS_OWNER, else the process that started drums-pool): the
         /// siblings are the owner's and are never handed to the sweep's keeping as parked; once the owner
         /// is gone the filler stops and drains the pool, and what a killed filler left the sweep destroys.
-        /// With $DRUMS_POOL_DIR the pool's spool is the owner's own.
+        /// --max-sessions then counts the owner's sessions only. With $DRUMS_POOL_DIR the pool's spool is
+        /// the owner's own.
         #[arg(long)]
         bound: bool,
         /// File of checkpoint records (default: stdin).
