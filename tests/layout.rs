@@ -59,65 +59,188 @@ fn brace_expansion() {
     assert_eq!(expand_braces("plain.json"), ["plain.json"]);
 }
 
-/// The library's modules (the top-level `mod`s of lib/src/lib.rs; a module's submodules are part of it)
-/// and, for each, the other modules its code names through `crate::` (tests inside a file, after
-/// `#[cfg(test)]`, are left out: they may use anything).
-fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, BTreeSet<String>>> {
+/// `code` without the items `#[cfg(test)]` marks (a `mod tests { .. }`, a `mod tests;`, a helper):
+/// tests may use anything. Only the marked item goes, so code after it is still read.
+fn without_test_items(code: &str) -> String {
+    let mut out = String::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..i]);
+        let mut item = &rest[i + "#[cfg(test)]".len()..];
+        // Further attributes of the same item.
+        while let Some(a) = item.trim_start().strip_prefix("#[") {
+            item = &a[a.find(']').map_or(a.len(), |e| e + 1)..];
+        }
+        let end = match (item.find(';'), item.find('{')) {
+            (Some(s), Some(b)) if s < b => s + 1,
+            (Some(s), None) => s + 1,
+            (_, Some(b)) => b + 1 + closing_brace(&item[b + 1..]) + 1,
+            (None, None) => item.len(),
+        };
+        rest = &item[end.min(item.len())..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The library's modules, by path (`net`, `net::egress`), each with its file, and the files that hold
+/// only tests (declared `#[cfg(test)] mod x;`), which are left out.
+fn library_modules() -> std::collections::BTreeMap<String, std::path::PathBuf> {
     let src = repo_root().join("lib/src");
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
-    let modules: BTreeSet<String> = lib.lines().filter_map(|l| l.trim().strip_prefix("pub mod ").or_else(|| l.trim().strip_prefix("mod ")).map(|m| m.trim_end_matches(';').to_string())).collect();
-    let mut graph = std::collections::BTreeMap::new();
-    for m in &modules {
-        let mut files = vec![src.join(format!("{m}.rs"))];
-        let mut dirs = vec![src.join(m)];
-        while let Some(d) = dirs.pop() {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    dirs.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs") {
-                    files.push(p);
+    let mut modules = std::collections::BTreeMap::new();
+    // (module path, its file, the directory of its children)
+    let mut todo = vec![(String::new(), src.join("lib.rs"), src.clone())];
+    while let Some((path, file, dir)) = todo.pop() {
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        for line in without_test_items(&text).lines() {
+            let l = line.trim();
+            let l = l.strip_prefix("pub ").or_else(|| l.strip_prefix("pub(crate) ")).unwrap_or(l);
+            let Some(name) = l.strip_prefix("mod ").and_then(|n| n.strip_suffix(';')) else { continue };
+            let child = if path.is_empty() { name.to_string() } else { format!("{path}::{name}") };
+            let f = dir.join(format!("{name}.rs"));
+            let f = if f.exists() { f } else { dir.join(name).join("mod.rs") };
+            modules.insert(child.clone(), f.clone());
+            todo.push((child, f, dir.join(name)));
+        }
+    }
+    modules
+}
+
+/// The module paths `code` (of the module `at`) names: `crate::a::b`, `super::b`, `self::c` and a bare
+/// `c::` of a child `c`, each taken as far as it names a module of `modules`.
+fn named_modules(code: &str, at: &str, modules: &std::collections::BTreeMap<String, std::path::PathBuf>) -> BTreeSet<String> {
+    let code: String = code.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+    let segs = |p: &str| -> Vec<String> { if p.is_empty() { vec![] } else { p.split("::").map(String::from).collect() } };
+    let at_segs = segs(at);
+    let mut out = BTreeSet::new();
+    // The deepest module that `base` followed by `path`'s segments names.
+    let resolve = |base: &[String], path: &str| -> Option<String> {
+        let mut cur = base.to_vec();
+        let mut best = None;
+        for s in path.split("::").map(str::trim) {
+            if s == "super" {
+                cur.pop();
+                continue;
+            }
+            if s == "self" {
+                continue;
+            }
+            cur.push(s.to_string());
+            let p = cur.join("::");
+            if modules.contains_key(&p) {
+                best = Some(p);
+            } else {
+                break;
+            }
+        }
+        best
+    };
+    for (root, base) in [("crate::", vec![]), ("super::", at_segs.clone()), ("self::", at_segs.clone())] {
+        for (i, _) in code.match_indices(root) {
+            let before = code[..i].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            // `super::` counts its own step; crate:: and self:: start where they stand.
+            let start = if root == "crate::" { i + root.len() } else { i };
+            for p in expand_path(&code[start..]) {
+                if let Some(m) = resolve(&base, &p) {
+                    out.insert(m);
                 }
             }
         }
-        let mut uses: std::collections::BTreeMap<String, BTreeSet<String>> = std::collections::BTreeMap::new();
-        for f in files.iter().filter(|f| f.exists()) {
-            let text = std::fs::read_to_string(f).unwrap();
-            let code = text.split("#[cfg(test)]").next().unwrap();
-            let rel = f.strip_prefix(&src).unwrap().display().to_string();
-            for name in crate_paths(code) {
-                if name != *m && modules.contains(&name) {
-                    uses.entry(name).or_default().insert(rel.clone());
+    }
+    // Bare paths into a child module (`use files::CgroupFs;` in cgroup.rs).
+    let prefix = if at.is_empty() { String::new() } else { format!("{at}::") };
+    for child in modules.keys().filter_map(|m| m.strip_prefix(&prefix)).filter(|c| !c.contains("::")) {
+        let needle = format!("{child}::");
+        for (i, _) in code.match_indices(&needle) {
+            let before = code[..i].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            for p in expand_path(&code[i..]) {
+                if let Some(m) = resolve(&at_segs, &p) {
+                    out.insert(m);
                 }
             }
         }
-        graph.insert(m.clone(), uses);
+    }
+    out.remove(at);
+    out
+}
+
+/// The paths a `use` tree at the start of `s` spells: `a::{b, c::d}` is `a::b` and `a::c::d`.
+fn expand_path(s: &str) -> Vec<String> {
+    let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').count();
+    let mut head = String::new();
+    let mut rest = s.trim_start();
+    loop {
+        let n = ident(rest);
+        if n == 0 {
+            if let Some(group) = rest.strip_prefix('{') {
+                let end = closing_brace(group);
+                let mut out = vec![];
+                for item in split_top_level(&group[..end]) {
+                    for p in expand_path(item.trim()) {
+                        out.push(format!("{head}{p}"));
+                    }
+                }
+                if out.is_empty() {
+                    out.push(head.trim_end_matches("::").to_string());
+                }
+                return out;
+            }
+            return vec![head.trim_end_matches("::").to_string()];
+        }
+        head.push_str(&rest[..n]);
+        rest = &rest[n..];
+        match rest.strip_prefix("::") {
+            Some(r) => {
+                head.push_str("::");
+                rest = r;
+            }
+            None => return vec![head],
+        }
+    }
+}
+
+/// Every module's uses, collapsed to the children of `parent` (`""`: the top-level modules): for each
+/// child of `parent`, the other children whose code (or their submodules' code) its code (or its
+/// submodules' code) names, with the files that name them.
+fn graph_under(parent: &str) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, BTreeSet<String>>> {
+    let modules = library_modules();
+    let src = repo_root().join("lib/src");
+    let prefix = if parent.is_empty() { String::new() } else { format!("{parent}::") };
+    let child_of = |m: &str| -> Option<String> { m.strip_prefix(&prefix).map(|r| format!("{prefix}{}", r.split("::").next().unwrap())) };
+    let mut graph: std::collections::BTreeMap<String, std::collections::BTreeMap<String, BTreeSet<String>>> = std::collections::BTreeMap::new();
+    for m in modules.keys() {
+        if let Some(c) = child_of(m) {
+            if c == *m {
+                graph.entry(c.strip_prefix(&prefix).unwrap().to_string()).or_default();
+            }
+        }
+    }
+    for (m, file) in &modules {
+        let Some(from) = child_of(m) else { continue };
+        let text = std::fs::read_to_string(file).unwrap();
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        for used in named_modules(&without_test_items(&text), m, &modules) {
+            let Some(to) = child_of(&used) else { continue };
+            if to != from {
+                let (f, t) = (from.strip_prefix(&prefix).unwrap().to_string(), to.strip_prefix(&prefix).unwrap().to_string());
+                graph.entry(f).or_default().entry(t).or_default().insert(rel.clone());
+            }
+        }
     }
     graph
 }
 
-/// The first segment of every `crate::` path in `code`, including those in `use crate::{a, b::c}`.
-fn crate_paths(code: &str) -> Vec<String> {
-    let mut out = vec![];
-    let code: String = code.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
-    let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
-    for (i, _) in code.match_indices("crate::") {
-        let rest = &code[i + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = closing_brace(group);
-            for item in split_top_level(&group[..end]) {
-                let n = ident(item.trim());
-                if !n.is_empty() {
-                    out.push(n);
-                }
-            }
-        } else {
-            out.push(ident(rest));
-        }
-    }
-    out
+/// The library's top-level modules (of lib/src/lib.rs; a module's submodules are part of it) and, for
+/// each, the other top-level modules its code names.
+fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, BTreeSet<String>>> {
+    graph_under("")
 }
-
 
 /// Strongly connected components of more than one module (Tarjan).
 fn cycles(graph: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, BTreeSet<String>>>) -> Vec<Vec<String>> {
@@ -176,21 +299,28 @@ fn cycles(graph: &std::collections::BTreeMap<String, std::collections::BTreeMap<
 
 #[test]
 fn the_library_has_no_module_cycle() {
-    let graph = module_graph();
-    assert!(graph.len() > 20, "the library's modules were not found: {:?}", graph.keys());
-    let found = cycles(&graph);
-    let explain = |comp: &Vec<String>| -> String {
-        let mut lines = vec![format!("cycle of {} modules: {}", comp.len(), comp.join(", "))];
-        for a in comp {
-            for (b, files) in &graph[a] {
-                if comp.contains(b) {
-                    lines.push(format!("  {a} -> {b} (in {})", files.iter().cloned().collect::<Vec<_>>().join(", ")));
+    let modules = library_modules();
+    assert!(modules.len() > 60, "the library's modules were not found: {:?}", modules.keys());
+    // The top-level modules, and the submodules of each module among themselves (net::audit and
+    // net::egress may not name each other either).
+    let parents: BTreeSet<String> = std::iter::once(String::new()).chain(modules.keys().filter_map(|m| m.rsplit_once("::").map(|(p, _)| p.to_string()))).collect();
+    let mut found = vec![];
+    for parent in &parents {
+        let graph = graph_under(parent);
+        let within = if parent.is_empty() { "lib/src".to_string() } else { format!("{parent}'s submodules") };
+        for comp in cycles(&graph) {
+            let mut lines = vec![format!("cycle of {} modules in {within}: {}", comp.len(), comp.join(", "))];
+            for a in &comp {
+                for (b, files) in &graph[a] {
+                    if comp.contains(b) {
+                        lines.push(format!("  {a} -> {b} (in {})", files.iter().cloned().collect::<Vec<_>>().join(", ")));
+                    }
                 }
             }
+            found.push(lines.join("\n"));
         }
-        lines.join("\n")
-    };
-    assert!(found.is_empty(), "lib/src has import cycles (docs/architecture.md: a module names only modules of lower layers):\n{}", found.iter().map(explain).collect::<Vec<_>>().join("\n"));
+    }
+    assert!(found.is_empty(), "lib/src has import cycles (docs/architecture.md: a module names only modules of lower layers):\n{}", found.join("\n"));
 }
 
 #[test]
@@ -202,7 +332,21 @@ fn the_cycle_check_sees_cycles() {
     g.insert("c".to_string(), edge("a"));
     g.insert("d".to_string(), edge("a"));
     assert_eq!(cycles(&g), vec![vec!["a".to_string(), "b".to_string(), "c".to_string()]]);
-    assert_eq!(crate_paths("use crate::{a::X, b, c::{d, e}};\nlet x = crate::f::g();"), ["a", "b", "c", "f"]);
+    assert_eq!(expand_path("a::{b::X, c, d::{e, f}};"), ["a::b::X", "a::c", "a::d::e", "a::d::f"]);
+    let modules: std::collections::BTreeMap<String, std::path::PathBuf> =
+        ["a", "b", "b::x", "b::y", "c", "c::files"].iter().map(|m| (m.to_string(), Default::default())).collect();
+    let code = "use crate::{a::X, b::x::f};\nuse super::y::Z;\nlet q = crate::c::g();\n// crate::c::files::h\n";
+    assert_eq!(named_modules(code, "b::x", &modules), BTreeSet::from(["a".to_string(), "b::y".to_string(), "c".to_string()]));
+    assert_eq!(named_modules("use files::Fs;\nfn f() { self::files::g() }", "c", &modules), BTreeSet::from(["c::files".to_string()]));
+}
+
+#[test]
+fn test_items_are_left_out_and_nothing_after_them() {
+    // A file that declares its tests first and its uses after them (cgroup.rs does) is read whole.
+    let code = "mod a;\n#[cfg(test)]\nmod tests;\nuse crate::b::X;\n#[cfg(test)]\n#[allow(unused)]\nfn helper() { crate::c::y({ 1 }) }\nfn f() { crate::d::z() }\n#[cfg(test)]\nmod t { use crate::e::W; }\n";
+    let kept = without_test_items(code);
+    assert!(kept.contains("crate::b::X") && kept.contains("crate::d::z"), "{kept}");
+    assert!(!kept.contains("crate::c") && !kept.contains("crate::e") && !kept.contains("mod tests"), "{kept}");
 }
 
 /// The layer of each module as docs/architecture.md's table gives it (`| N name | `a`, `b` | ... |`).

@@ -277,6 +277,65 @@ fn a_filler_stopped_or_killed_midway_leaves_nothing_half_made() {
     assert_nothing_left(&before);
 }
 
+/// A bound pool (`drums-pool fill --bound`, its spool in a $DRUMS_POOL_DIR of its own) dies with its
+/// owner: with the owner killed by SIGKILL, the filler destroys the siblings it parked and ends, and a
+/// sweep leaves nothing. While the owner lives, its siblings are its own and survive a sweep.
+#[test]
+fn a_bound_pool_dies_with_its_owner() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    let mut g = guard();
+    checkpoint(&mut g, false);
+    let pool_dir = std::env::temp_dir().join(format!("drums-bound-pool-{}", me()));
+    let spool = pool_dir.join(&g.ckpt_id);
+    // The owner: a shell whose child is the filler (no DRUMS_OWNER: the filler's parent owns the pool).
+    let mut owner = Command::new("sh")
+        .args(["-c", "\"$0\" fill --bound --loop 1 --depth 2 --checkpoint \"$1\" >/dev/null 2>&1 & wait", tool("drums-pool").to_str().unwrap(), &g.ckpt_id])
+        .env("PATH", path_with_tools())
+        .env("DRUMS_POOL_DIR", &pool_dir)
+        .env_remove("DRUMS_OWNER")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let owner_pid = owner.id() as i32;
+    g.owners.push(owner_pid);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while files(&spool.join("ready")).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let siblings = sessions_owned_by(&g, owner_pid);
+    assert!(files(&spool.join("ready")).len() >= 2 && siblings.len() >= 2, "the bound pool did not fill to 2 within 120 s: {:?}, owned by the owner: {siblings:?}", files(&spool.join("ready")));
+    for id in &siblings {
+        assert_eq!(last_phase(id).map(|p| p.0).as_deref(), Some("live"), "{id}: a bound pool's sibling is left live, never parked");
+    }
+    let st = out(pool("status").args(["--checkpoint", &g.ckpt_id]).env("DRUMS_POOL_DIR", &pool_dir));
+    assert!(st.status.success(), "{}", text(&st.stderr));
+    let filler = decode_lines::<StatusReport>(&st.stdout)[0].filler_pid.expect("the bound pool's filler holds its lock");
+    // Alive owner: the sweep leaves its siblings alone.
+    sweep_orphans();
+    for id in &siblings {
+        assert!(drums::state::session_dir(id).exists(), "{id}: the sweep destroyed a sibling of a live owner's bound pool");
+    }
+
+    unsafe { libc::kill(owner_pid, libc::SIGKILL) };
+    let _ = owner.wait();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let gone = |id: &String| !drums::state::session_dir(id).exists();
+    while (drums::proc::start_time(filler).is_some() || !siblings.iter().all(gone)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(drums::proc::start_time(filler).is_none(), "the filler (pid {filler}) outlived the owner of its bound pool by 60 s");
+    let left: Vec<&String> = siblings.iter().filter(|id| !gone(id)).collect();
+    assert!(left.is_empty(), "siblings of a bound pool that outlived its owner: {left:?}");
+    assert!(!spool.exists(), "the drained bound pool's spool is still there: {:?}", files(&spool));
+    std::thread::sleep(Duration::from_millis(1500));
+    sweep_orphans();
+    let _ = std::fs::remove_dir_all(&pool_dir);
+    drop(g);
+    assert_nothing_left(&before);
+}
+
 #[test]
 fn warm_pool() {
     require_root();

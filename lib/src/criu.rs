@@ -180,7 +180,7 @@ impl AsUsernsRoot {
     /// `view_root`: the state root (hidden by the tmpfs in CRIU's namespace); the pairs are (host path,
     /// path CRIU is given), each below `view_root`; `cgroup_dirs` the sibling's cgroup directories.
     pub fn new(userns: std::fs::File, cgroup_dirs: &[PathBuf], view_root: &std::path::Path, root: (&std::path::Path, &std::path::Path), work: (&std::path::Path, &std::path::Path), images: (&std::path::Path, &std::path::Path)) -> crate::Result<AsUsernsRoot> {
-        let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| crate::Error::bad_input(format!("{}: path has a NUL", p.display())));
+        let c = crate::proc::c_path;
         for (_, at) in [root, work, images] {
             if !at.starts_with(view_root) {
                 return Err(crate::Error::failed(format!("{} is not below {}", at.display(), view_root.display())));

@@ -12,17 +12,16 @@
 //! carry Drums' names; it calls `destroy` for the former. `request` is what drums-sweep does with its
 //! arguments.
 
-pub mod fsops;
 pub mod inventory;
 mod links;
 pub mod request;
 pub mod sweep;
 
-pub use fsops::mounts_below;
 pub use links::{list as list_links, Link};
 
 use crate::error::{Error, Result};
 use crate::ledger::{Contents, Entry, Ledger, Resource};
+use crate::removal;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -147,7 +146,7 @@ pub fn check_state_dir(state_dir: &Path) -> Result<()> {
     let bad = |m: String| Error::bad_field("state_dir", m);
     session_id_of(state_dir, &crate::state::sessions_root()).map_err(bad)?;
     // The parents may still be symbolic links leading out of the state root.
-    fsops::confined(state_dir).map_err(bad)?;
+    removal::confined(state_dir).map_err(bad)?;
     match std::fs::symlink_metadata(state_dir) {
         Ok(m) if !m.is_dir() => Err(bad(format!("{} is not a directory (a symbolic link or a file): refused", state_dir.display()))),
         _ => Ok(()),
@@ -263,7 +262,7 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
 
     // Mounts below the state directory are the session's whether or not they reached the ledger (a mount
     // that propagated in, or a ledger that was lost): they would stop the directory's removal.
-    for m in fsops::mounts_below(state_dir).unwrap_or_default() {
+    for m in removal::mounts_below(state_dir).unwrap_or_default() {
         let res = Resource::Mount { path: m.mount_point.clone() };
         if opts.dry_run {
             if !rep.planned.iter().any(|i| i.res == res) {
@@ -271,12 +270,12 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
             }
             continue;
         }
-        match fsops::unmount_tree(&m.mount_point, opts.busy_wait) {
+        match removal::unmount_tree(&m.mount_point, opts.busy_wait) {
             Ok(u) => {
-                if u == fsops::Unmounted::Lazy {
+                if u == removal::Unmounted::Lazy {
                     rep.lazy_unmounts.push(m.mount_point.clone());
                 }
-                if u != fsops::Unmounted::AlreadyGone {
+                if u != removal::Unmounted::AlreadyGone {
                     rep.removed.push(Item::new(res, Some("not in the ledger; below the state directory".into())));
                 }
             }
@@ -298,7 +297,7 @@ pub fn destroy(state_dir: &Path, opts: &DestroyOptions) -> Result<DestroyReport>
         rep.state_dir_note = Some(format!("kept: it holds the checkpoint image {:?}; destroy with images removed to remove it", k.res));
         return Ok(rep);
     }
-    match fsops::remove_tree(state_dir) {
+    match removal::remove_tree(state_dir) {
         Ok(_) => rep.state_dir_removed = true,
         Err(m) => rep.state_dir_note = Some(m),
     }
@@ -377,11 +376,11 @@ fn remove(res: &Resource, created_t: f64, state_dir: &Path, opts: &DestroyOption
     match res {
         Resource::Process { pid, start_time, init, .. } => kill(*pid, *start_time, *init, opts.kill_wait),
         Resource::Mount { path } => {
-            fsops::confined(path).map_err(Fail::msg)?;
-            match fsops::unmount_tree(path, opts.busy_wait) {
-                Ok(fsops::Unmounted::Clean) => Ok(Done::Removed),
-                Ok(fsops::Unmounted::Lazy) => Ok(Done::Lazy(path.clone())),
-                Ok(fsops::Unmounted::AlreadyGone) => Ok(Done::Gone("not mounted".into())),
+            removal::confined(path).map_err(Fail::msg)?;
+            match removal::unmount_tree(path, opts.busy_wait) {
+                Ok(removal::Unmounted::Clean) => Ok(Done::Removed),
+                Ok(removal::Unmounted::Lazy) => Ok(Done::Lazy(path.clone())),
+                Ok(removal::Unmounted::AlreadyGone) => Ok(Done::Gone("not mounted".into())),
                 Err((e, p)) => Err(Fail::io("unmount", &p, &e)),
             }
         }
@@ -414,7 +413,7 @@ fn remove(res: &Resource, created_t: f64, state_dir: &Path, opts: &DestroyOption
             crate::cgroup::remove_path(path).map(|_| Done::Removed).map_err(|e| Fail { errno: errno_of(&e), reason: e.to_string() })
         }
         Resource::Slot { path, .. } => {
-            fsops::confined(path).map_err(Fail::msg)?;
+            removal::confined(path).map_err(Fail::msg)?;
             if let Some(other) = claimed_later(res, created_t, state_dir) {
                 return Ok(Done::Gone(format!("the slot now belongs to session {other}")));
             }
@@ -427,7 +426,7 @@ fn remove(res: &Resource, created_t: f64, state_dir: &Path, opts: &DestroyOption
         // Nothing on the host to remove: the user namespace ended with the session's processes, and the
         // files its ids owned were on the session's tmpfs. Releasing the line frees the range.
         Resource::IdRange { .. } => Ok(Done::Removed),
-        Resource::Dir { path } | Resource::Image { path } => match fsops::remove_tree(path) {
+        Resource::Dir { path } | Resource::Image { path } => match removal::remove_tree(path) {
             Ok(true) => Ok(Done::Removed),
             Ok(false) => Ok(Done::Gone("no such directory".into())),
             Err(m) => Err(Fail::msg(m)),

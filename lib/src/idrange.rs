@@ -212,16 +212,8 @@ fn open_ns(pid: i32, name: &str) -> Result<std::fs::File> {
 /// the child exits. For namespaces that a process must make and the tool keeps by descriptor.
 fn in_helper<T>(child: impl FnOnce() -> bool, parent: impl FnOnce(i32) -> Result<T>) -> Result<T> {
     use std::io::{Read, Write};
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::failed(format!("pipe2: {}", std::io::Error::last_os_error())));
-    }
-    let (ready_r, ready_w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::failed(format!("pipe2: {}", std::io::Error::last_os_error())));
-    }
-    let (done_r, done_w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (ready_r, ready_w) = crate::proc::pipe()?;
+    let (done_r, done_w) = crate::proc::pipe()?;
     match unsafe { libc::fork() } {
         -1 => Err(Error::failed(format!("fork: {}", std::io::Error::last_os_error()))),
         0 => unsafe {

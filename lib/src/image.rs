@@ -241,7 +241,7 @@ fn walk(top: &Path, rel: &Path, h: &mut Sha256, out: &mut TreeDigest) -> Result<
 
 /// Extended attributes of `p` (not followed), sorted by name.
 fn xattrs(p: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Error::bad_input(format!("{}: path has a NUL", p.display())))?;
+    let c = crate::proc::c_path(p)?;
     let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
     if n <= 0 {
         return Ok(vec![]);
@@ -543,12 +543,12 @@ pub fn prune(dry_run: bool) -> Result<PruneReport> {
     let roots = [images_root(), crate::runtime::runtime_root()];
     for (dir, mut why) in candidates {
         // Something mounted inside (a hand-made chroot's /proc) would be removed through: never.
-        if let Some(m) = crate::destroy::fsops::mounts_below(&dir).ctx("read mounts", "/proc/self/mountinfo")?.first() {
+        if let Some(m) = crate::removal::mounts_below(&dir).ctx("read mounts", "/proc/self/mountinfo")?.first() {
             why.push(format!("mount {} below it", m.mount_point.display()));
         }
         if why.is_empty() {
             if !dry_run {
-                crate::destroy::fsops::remove_tree_in(&dir, &roots).map_err(Error::failed)?;
+                crate::removal::remove_tree_in(&dir, &roots).map_err(Error::failed)?;
             }
             report.removed.push(dir);
         } else {

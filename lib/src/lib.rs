@@ -28,6 +28,7 @@ pub mod pool;
 pub mod proc;
 pub mod ready;
 pub mod record;
+pub mod removal;
 pub mod reseed;
 pub mod restore;
 pub mod runtime;

@@ -11,13 +11,14 @@
 
 use crate::error::{Error, Result};
 use crate::ledger::{Ledger, Resource};
+use crate::proc::pipe;
 use crate::record::{NsInodes, Namespaces, Session};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::{makedev, mknod, Mode, SFlag};
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// comm of every session init: how the sweep recognises a Drums session's PID namespace.
@@ -68,14 +69,6 @@ pub struct NsOptions {
     pub hostname: Option<String>,
     /// The session's network policy (crate::net::egress).
     pub net: crate::net::egress::Options,
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::failed(format!("pipe2: {}", std::io::Error::last_os_error())));
-    }
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Create the namespaces and init of a session whose overlay is mounted. Adds `ns` and `net`.

@@ -452,7 +452,7 @@ pub fn promote_into_upper(layer: &Path, upper: &Path, rels: &[PathBuf]) -> Resul
 }
 
 fn xattr_set(p: &Path, name: &std::ffi::CStr, value: &[u8]) -> Result<()> {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Error::bad_input(format!("{}: path has a NUL", p.display())))?;
+    let c = crate::proc::c_path(p)?;
     if unsafe { libc::lsetxattr(c.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0) } != 0 {
         return Err(Error::io(format!("set {}", name.to_string_lossy()), p, std::io::Error::last_os_error()));
     }

@@ -164,6 +164,10 @@ pub struct FillOptions {
     pub max_age: Option<Duration>,
     pub restore: crate::restore::RestoreOptions,
     pub freeze: bool,
+    /// The pool is bound to this owner (`drums-pool fill --bound`): its siblings are the owner's and stay
+    /// `live` (never `parked`, which the sweep would keep without an owner), and once the owner is gone
+    /// the filler stops and drains the pool.
+    pub bound: Option<Owner>,
 }
 
 impl FillOptions {
@@ -237,12 +241,21 @@ pub fn stop_on_signals() {
     }
 }
 
+/// The owner a bound pool dies with (FillOptions::bound), set once by `fill`.
+static BOUND_OWNER: std::sync::OnceLock<Owner> = std::sync::OnceLock::new();
+
 fn stop_requested() -> Option<String> {
-    STOP.load(Ordering::SeqCst).then(|| match STOP_SIGNAL.load(Ordering::SeqCst) {
-        libc::SIGINT => "SIGINT".to_string(),
-        _ => "SIGTERM".to_string(),
-    })
+    if STOP.load(Ordering::SeqCst) {
+        return Some(match STOP_SIGNAL.load(Ordering::SeqCst) {
+            libc::SIGINT => "SIGINT".to_string(),
+            _ => "SIGTERM".to_string(),
+        });
+    }
+    BOUND_OWNER.get().filter(|o| !crate::proc::alive(o.pid, o.start_time)).map(|o| format!("{} {}", OWNER_GONE, o.pid))
 }
+
+/// How a bound pool's fill report says that its owner is gone (followed by the owner's pid).
+pub const OWNER_GONE: &str = "the pool's owner is gone: pid";
 
 /// Sleep `d`, waking early when asked to stop.
 fn nap(d: Duration) {
@@ -263,10 +276,20 @@ struct Filling<'a> {
 /// report. Returns one report per pool, also for a pool another filler holds.
 pub fn fill(ckpts: &[Checkpoint], o: &FillOptions, mut parked: impl FnMut(&ParkedReport) -> Result<()>, mut failure: impl FnMut(&Error)) -> Result<Vec<FillReport>> {
     let t0 = Instant::now();
-    // The filler owns the siblings it makes: if it dies midway, the sweep takes them (drums(7)).
-    // Set before any thread exists.
-    std::env::set_var("DRUMS_OWNER", std::process::id().to_string());
-    let me = crate::proc::me()?;
+    // The filler owns the siblings it makes: if it dies midway, the sweep takes them (drums(7)). A bound
+    // pool's siblings are its owner's instead, so that they are orphans once the owner is gone, whatever
+    // became of the filler. Set before any thread exists.
+    let me = match &o.bound {
+        Some(owner) => {
+            let _ = BOUND_OWNER.set(owner.clone());
+            std::env::set_var("DRUMS_OWNER", owner.pid.to_string());
+            owner.clone()
+        }
+        None => {
+            std::env::set_var("DRUMS_OWNER", std::process::id().to_string());
+            crate::proc::me()?
+        }
+    };
     let report = |spool: &Spool, stopped: String| FillReport { drums: crate::record::VERSION, kind: FillType::Tag, pool: spool.dir.clone(), made: 0, failed: 0, depth: None, elapsed_s: 0.0, stopped, failed_in_a_row: 0 };
     let mut busy = vec![];
     let mut pools = vec![];
@@ -311,7 +334,12 @@ pub fn fill(ckpts: &[Checkpoint], o: &FillOptions, mut parked: impl FnMut(&Parke
                 Ok(r) => {
                     p.report.made += 1;
                     p.report.failed_in_a_row = 0;
-                    parked(&r)?;
+                    match parked(&r) {
+                        // A bound pool's owner may be gone with the reader of its reports: the pool
+                        // must still be drained below.
+                        Err(e) if o.bound.is_some() => failure(&e),
+                        r => r?,
+                    }
                 }
                 Err(e) => {
                     failure(&e);
@@ -329,17 +357,37 @@ pub fn fill(ckpts: &[Checkpoint], o: &FillOptions, mut parked: impl FnMut(&Parke
             }
         }
     }
+    let spools: Vec<Spool> = pools.iter().map(|p| p.spool.clone()).collect();
     let mut out: Vec<FillReport> = pools
         .into_iter()
         .map(|p| FillReport { depth: Some(p.spool.parked().len()), elapsed_s: t0.elapsed().as_secs_f64(), ..p.report })
         .collect();
     out.extend(busy.into_iter().map(|r| FillReport { elapsed_s: t0.elapsed().as_secs_f64(), ..r }));
+    if let Some(owner) = o.bound.as_ref().filter(|o| !crate::proc::alive(o.pid, o.start_time)) {
+        // The pool dies with its owner: nobody is left to take from it. Drained once the fill locks are
+        // let go (with `pools`), so that the drain can remove the spool.
+        for spool in &spools {
+            match drain(spool) {
+                Ok(d) if d.left == 0 => {}
+                Ok(d) => failure(&Error::failed(format!("pool {}: owner pid {} gone, {} sibling(s) left something behind (drums-sweep --orphans retries)", spool.dir.display(), owner.pid, d.left))),
+                Err(e) => failure(&e),
+            }
+        }
+    }
     Ok(out)
 }
 
 /// Which ceiling stops a restore now, if one does.
 fn ceiling(o: &FillOptions) -> Option<String> {
-    let sessions = std::fs::read_dir(crate::state::sessions_root()).into_iter().flatten().flatten().count();
+    let dirs = std::fs::read_dir(crate::state::sessions_root()).into_iter().flatten().flatten();
+    // A bound pool's ceiling is its owner's: the sessions the owner holds, parked and taken, not the
+    // machine's (a Ray node's actor counts its own, beside other programs' sessions).
+    let sessions = match &o.bound {
+        Some(owner) => dirs
+            .filter(|e| crate::ledger::read_file(&e.path().join(crate::ledger::FILE_NAME)).ok().is_some_and(|c| c.owner().is_some_and(|(_, w, _, _)| w == owner)))
+            .count(),
+        None => dirs.count(),
+    };
     if sessions >= o.max_sessions {
         return Some(format!("count ceiling (--max-sessions {})", o.max_sessions));
     }
@@ -385,8 +433,11 @@ fn fill_one(c: &Checkpoint, spool: &Spool, o: &FillOptions, me: &Owner) -> Resul
     let mut made = crate::sibling::make(c, &o.sibling(), &stop)?;
     match park(&mut made, spool, o, me, t0, &stop) {
         Ok(r) => {
-            // Marked parked unless a taker was quicker (it claims a `live` published sibling too).
-            let _ = claim(&made.session.id, "parked", me, &["live"]);
+            // Marked parked unless a taker was quicker (it claims a `live` published sibling too). A bound
+            // pool's sibling stays `live`: the sweep takes it once its owner is gone.
+            if o.bound.is_none() {
+                let _ = claim(&made.session.id, "parked", me, &["live"]);
+            }
             Ok(r)
         }
         Err(e) => Err(e.with_cleanup(crate::destroy::destroy_session(&made.session.id))),

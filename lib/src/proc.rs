@@ -2,7 +2,7 @@
 //! process's /proc/PID/stat and status: through `procfs`, here, but for the one set of status fields
 //! it does not parse (`confinement`).
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::record::Owner;
 use std::path::Path;
 
@@ -302,6 +302,21 @@ pub fn open_mode(fdinfo: &str) -> (Option<String>, bool) {
         x if x == libc::O_WRONLY as i64 => (Some("w".into()), true),
         _ => (Some("rw".into()), true),
     }
+}
+
+/// A pipe whose ends close on exec (a child is given only the ends it is meant to hold).
+pub fn pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::failed(format!("pipe2: {}", std::io::Error::last_os_error())));
+    }
+    Ok(unsafe { (std::os::fd::OwnedFd::from_raw_fd(fds[0]), std::os::fd::OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `p` as a system call takes it; a path with a NUL is bad input (no file can have that name).
+pub fn c_path(p: &Path) -> Result<std::ffi::CString> {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Error::bad_input(format!("{}: path has a NUL", p.display())))
 }
 
 #[cfg(test)]

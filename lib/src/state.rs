@@ -30,9 +30,10 @@ pub fn session_dir(id: &str) -> PathBuf {
     sessions_root().join(id)
 }
 /// The warm pools' spools (drums-pool(7)), one per checkpoint: `<pools root>/<checkpoint id>/{tmp,ready,taken}`,
-/// laid out by drums-pool (crate::pool).
+/// laid out by drums-pool (crate::pool). $DRUMS_POOL_DIR places them elsewhere (a bound pool of its own
+/// beside the machine's pool of the same checkpoint), default `<state root>/pools`.
 pub fn pools_root() -> PathBuf {
-    state_root().join("pools")
+    std::env::var_os("DRUMS_POOL_DIR").map(PathBuf::from).unwrap_or_else(|| state_root().join("pools"))
 }
 /// Root of checkpoints, which outlive sessions: $DRUMS_CHECKPOINT_DIR, default /var/lib/drums/checkpoints.
 pub fn checkpoint_root() -> PathBuf {

@@ -83,6 +83,10 @@ pub struct SessionEntry {
     pub holder_alive: Option<bool>,
     /// Resources the ledger holds that are not released.
     pub resources: usize,
+    /// The ledger's owner (its owner line: pid and start time); null: no ledger or no owner line yet.
+    pub owner: Option<crate::record::Owner>,
+    /// Whether that owner is alive (pid and start time); null without an owner.
+    pub owner_alive: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -148,8 +152,11 @@ fn sessions() -> Vec<SessionEntry> {
         .map(|dir| {
             let c = crate::ledger::read_file(&dir.join(crate::ledger::FILE_NAME)).ok();
             let last = c.as_ref().and_then(|c| c.last_phase().map(|(p, by, _)| (p.to_string(), crate::proc::alive(by.pid, by.start_time))));
+            let owner = c.as_ref().and_then(|c| c.owner().map(|(_, o, _, _)| o.clone()));
             SessionEntry {
                 id: name_of(&dir),
+                owner_alive: owner.as_ref().map(|o| crate::proc::alive(o.pid, o.start_time)),
+                owner,
                 ledger: c.is_some(),
                 phase: last.as_ref().map(|l| l.0.clone()),
                 holder_alive: last.map(|l| l.1),

@@ -24,7 +24,8 @@
 //! read again just before the unledgered objects are judged, and a process that descends from a live tool
 //! holding a session in a creating or restoring phase (CRIU's restored tree) is never a leftover.
 
-use super::{fsops, links, DestroyOptions, DestroyReport};
+use super::{links, DestroyOptions, DestroyReport};
+use crate::removal;
 use crate::error::{Error, Result};
 use crate::ledger::{Contents, Entry, Resource};
 use serde::{Deserialize, Serialize};
@@ -603,8 +604,8 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
                 Ok(false) => Ok("already gone".into()),
                 Err(e) => Err((format!("link {n}: delete: {e}"), e.raw_os_error())),
             },
-            Candidate::Mount(p) => match fsops::unmount_tree(p, opts.destroy.busy_wait) {
-                Ok(fsops::Unmounted::Lazy) => Ok("still busy after the retries: detached lazily (MNT_DETACH)".into()),
+            Candidate::Mount(p) => match removal::unmount_tree(p, opts.destroy.busy_wait) {
+                Ok(removal::Unmounted::Lazy) => Ok("still busy after the retries: detached lazily (MNT_DETACH)".into()),
                 Ok(_) => Ok("unmounted".into()),
                 Err((e, at)) => Err((format!("{}: unmount: {e}", at.display()), e.raw_os_error())),
             },
@@ -618,7 +619,7 @@ fn unledgered(opts: &SweepOptions, now: f64, out: &mut Unledgered) {
                     .map(|_| if stale > 0 { format!("removed with its rules, routes and {stale} stale auditor(s)") } else { "removed with its rules and routes".into() })
                     .map_err(|e| (e.to_string(), None))
             }
-            Candidate::Partial(p) => match fsops::remove_tree(p) {
+            Candidate::Partial(p) => match removal::remove_tree(p) {
                 Ok(true) => Ok("removed".into()),
                 Ok(false) => Ok("already gone".into()),
                 Err(m) => Err((m, None)),

@@ -30,6 +30,9 @@ pub const PID_FILE: &str = "audit.pid";
 pub const LOG_FILE: &str = "net-audit.jsonl";
 /// Where the auditor's own failure goes (it has no terminal).
 pub const ERR_FILE: &str = "audit.err";
+/// The session's resolver's query log in its state directory, from which the auditor names connections
+/// (`egress` tells the resolver to write it here).
+pub const RESOLVER_LOG: &str = "resolver.log";
 /// The nfnetlink_log group of slot N's refusals: NFLOG_BASE + N (groups are 16 bits; slots < 16384).
 pub const NFLOG_BASE: u32 = 20_000;
 
@@ -136,7 +139,7 @@ impl Allowed {
             return Ok(());
         }
         let cmd = format!("add element inet {} resolved {{ {} }}\n", self.table, elems.join(", "));
-        super::egress::nft(&cmd).map_err(|e| format!("{}: {e}", cmd.trim()))?;
+        super::nft::nft(&cmd).map_err(|e| format!("{}: {e}", cmd.trim()))?;
         Ok(())
     }
 }
@@ -567,7 +570,7 @@ pub fn run(state_dir: &Path, session: &str, slot: u32, pid_file: &Path, ready_fd
     ack(&answers).map_err(|e| sock_err(&format!("bind log group {agroup}"), e))?;
     send(&answers, &request(ulog(NFULNL_MSG_CONFIG), libc::NLM_F_ACK as u16, libc::AF_UNSPEC as u8, agroup, &[(2, &[0u8, 0, 0xff, 0xff, 2, 0])])).map_err(|e| sock_err("set the answers' log mode", e))?;
     ack(&answers).map_err(|e| sock_err("set the answers' log mode", e))?;
-    let mut allowed = Allowed { table: super::egress::table_name(slot), until: HashMap::new() };
+    let mut allowed = Allowed { table: super::nft::table_name(slot), until: HashMap::new() };
 
     let log_path = state_dir.join(LOG_FILE);
     let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).ctx("open", &log_path)?;
@@ -580,7 +583,7 @@ pub fn run(state_dir: &Path, session: &str, slot: u32, pid_file: &Path, ready_fd
         f.write_all(format!("{}\n", std::process::id()).as_bytes()).map_err(|e| Error::failed(format!("connection auditor: write to --ready-fd {fd}: {e}")))?;
     }
 
-    let mut names = Names { path: state_dir.join(super::egress::LOG_FILE), offset: 0, partial: String::new(), by_addr: HashMap::new() };
+    let mut names = Names { path: state_dir.join(RESOLVER_LOG), offset: 0, partial: String::new(), by_addr: HashMap::new() };
     // Open connections by conntrack id: (when opened, whether their close was logged).
     let mut open: HashMap<u32, (f64, bool)> = HashMap::new();
     let mut buf = vec![0u8; 1 << 16];

@@ -25,6 +25,8 @@ use crate::error::{Error, IoContext, Result};
 use crate::ledger::{Ledger, Resource};
 use crate::record::egress::{Allow, ApplyTimes, Cidr, Policy, Resolver, Section};
 use crate::record::Session;
+use super::nft::nft;
+pub use super::nft::{table_name, TABLE_PREFIX};
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -37,8 +39,6 @@ pub const PERMIT_MARK: u32 = 0x6472_6d01;
 pub const ROUTE_TABLE_BASE: u32 = 770_000;
 /// Rule preferences of sessions: RULE_PREF_BASE + slot (below the main table's 32766).
 pub const RULE_PREF_BASE: u32 = 10_000;
-/// Prefix of the per-session nftables tables.
-pub const TABLE_PREFIX: &str = "drums_net_";
 /// The nameserver address every session's /etc/resolv.conf names, whatever its slot or policy: the
 /// session's table translates it to its own resolver on the host end of its link. One address for all
 /// means a restored sibling's processes, which read their resolver before the checkpoint (Chromium,
@@ -46,7 +46,8 @@ pub const TABLE_PREFIX: &str = "drums_net_";
 /// at once.
 pub const RESOLVER_ADDR: &str = "169.254.77.53";
 pub const PID_FILE: &str = "resolver.pid";
-pub const LOG_FILE: &str = "resolver.log";
+/// The resolver's query log (the auditor names connections from it).
+pub use super::audit::RESOLVER_LOG as LOG_FILE;
 
 /// Always denied, whatever the policy (unless an operator excepts a network): this host's networks and
 /// the other sessions' (10.77.0.0/16 is inside 10.0.0.0/8), RFC 1918, shared address space, loopback,
@@ -56,9 +57,6 @@ pub const LOG_FILE: &str = "resolver.log";
 pub const ALWAYS_DENIED: &[&str] =
     &["0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4"];
 
-pub fn table_name(slot: u32) -> String {
-    format!("{TABLE_PREFIX}{slot}")
-}
 pub fn route_table(slot: u32) -> u32 {
     ROUTE_TABLE_BASE + slot
 }
@@ -368,23 +366,6 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rat
 /// session that floods refused destinations cannot fill the host's disk through it.
 pub const LOG_RATE: u32 = 50;
 pub const LOG_BURST: u32 = 100;
-
-/// Run `nft -f -` with `input` (the auditor's set updates too).
-pub(super) fn nft(input: &str) -> Result<()> {
-    let mut child = std::process::Command::new("nft")
-        .args(["-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::env(format!("nft (package nftables) is needed for a session's network policy: {e}")))?;
-    child.stdin.take().unwrap().write_all(input.as_bytes()).map_err(|e| Error::failed(format!("nft: {e}")))?;
-    let o = child.wait_with_output().map_err(|e| Error::failed(format!("nft: {e}")))?;
-    if !o.status.success() {
-        return Err(Error::failed(format!("nft -f: {}", String::from_utf8_lossy(&o.stderr).trim())));
-    }
-    Ok(())
-}
 
 fn set_forwarding(ifname: &str) -> Result<()> {
     let p = PathBuf::from(format!("/proc/sys/net/ipv4/conf/{ifname}/forwarding"));

@@ -3,18 +3,22 @@ out, and does the work with the Drums tools, as the pipelines compose them.
 
 Ownership follows the actor. Every tool runs with DRUMS_OWNER set to the actor's own process, so each
 session it restores (parked or taken) belongs to it: when the actor dies (SIGKILL, its node's raylet, the
-driver that owned it), `drums-sweep --orphans` on the node destroys all of them. That is why the actor
-keeps its warm pool itself rather than through `drums-pool fill`: a drums-pool sibling is marked
-parked so that it outlives its filler on purpose (a cron pool, drums-pool(7)), which is the opposite of
-what a pool that dies with its actor needs. The steps are the same (restore, reseed, ready, freeze;
-thaw and ready again at take), with the same tools.
+driver that owned it), `drums-sweep --orphans` on the node destroys all of them. The warm pool is
+drums-pool's, bound to the actor (`drums-pool fill --bound --loop`, its spool in a directory of the
+actor's own through DRUMS_POOL_DIR): its siblings are the actor's, and once the actor is gone the filler
+drains the pool. A take is `drums-pool take`; when the pool has nothing parked, the session is restored
+on demand with `drums-restore --ready`.
+
+Network policy: a rollout asks for one (net=) or gets the node's own (its DRUMS_NET, else none); each
+policy has a pool of its own (a spool directory of its own: siblings under different policies never stand
+in for each other). The uplink, resolver, exceptions and cap stay the node's.
 
 Identity (drums(7), "Its own user namespace"): the cold session make_environment checkpoints has host ids
 (drums-ckpt checkpoints no session in a user namespace of its own); every sibling the actor restores,
 parked or taken, runs in a user namespace of its own, except one taken with take(env, host_ids=True),
 restored on the spot with host ids so that snapshot can checkpoint it.
 """
-import json, os, threading, time
+import hashlib, json, os, shutil, subprocess, tempfile, threading, time
 
 from . import checkpoints, config
 
@@ -31,8 +35,7 @@ class NoEnvironment(Exception):
 
 def pool_key(env, net):
     """The pool a sibling of ENV under the network policy NET is parked in: ENV itself under the node's
-    own policy (net None), else `ENV net=POLICY` (siblings under different policies never stand in for
-    each other)."""
+    own policy (net None), else `ENV net=POLICY`."""
     return env if net is None else f"{env} net={net}"
 
 
@@ -51,29 +54,32 @@ class DrumsNode:
         for k in ("DRUMS_CHECKPOINT_DIR", "DRUMS_MAPPED_DIR", "DRUMS_STATE_DIR"):
             if k in os.environ:
                 self.env[k] = os.environ[k]
+        # The actor's pools: spools of its own (one directory per network policy, _pool_env), beside any
+        # pool of the same checkpoint on the machine.
+        self.pool_base = tempfile.mkdtemp(prefix="drums-ray-pool-")
         self.lock = threading.Lock()
-        # Keyed by pool_key(env, net): a rollout asks for a network policy (net=) or gets the node's own.
-        self.parked = {}      # env -> [session record text], frozen siblings ready to hand out
         self.taken = {}       # session id -> record text
-        self.inflight = 0     # sessions being restored
-        self.depth = {}       # env -> wanted pool depth
-        self.fillers = {}     # env -> thread
+        self.inflight = 0     # sessions being restored at take
+        self.depth = {}       # pool_key(env, net) -> wanted pool depth
+        self.pools = {}       # pool_key(env, net) -> (env, net)
+        self.fillers = {}     # pool_key(env, net) -> `drums-pool fill --bound --loop` process
         self.stopping = False
         self.default_depth = pool_depth
-        self.counts = {"taken": 0, "from_pool": 0, "restored_at_take": 0, "refused_full": 0, "fill_failed": 0}
+        self.counts = {"taken": 0, "from_pool": 0, "restored_at_take": 0, "refused_full": 0}
 
     # ---- what the node is and holds
 
     def info(self):
         import ray
+        parked = {k: self._parked(k) for k in list(self.depth)}
         with self.lock:
-            held = self.inflight + len(self.taken) + sum(len(v) for v in self.parked.values())
+            held = self.inflight + len(self.taken) + sum(parked.values())
             return {
                 "node": self.cfg["node"], "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "checkpoint_dir": self.cfg["checkpoint_dir"], "mapped_dir": self.cfg["mapped_dir"],
                 "ceilings": {"max_sessions": self.cfg["max_sessions"], "min_available_bytes": self.cfg["min_available_bytes"]},
                 "mem_available_bytes": config.mem_available_bytes(),
-                "sessions": {"held": held, "taken": len(self.taken), "parked": {k: len(v) for k, v in self.parked.items()}, "inflight": self.inflight},
+                "sessions": {"held": held, "taken": len(self.taken), "parked": parked, "inflight": self.inflight},
                 "pool_depth": dict(self.depth), "environments": self.environments(), "counts": dict(self.counts),
                 "kernel": os.uname().release,
             }
@@ -118,17 +124,6 @@ class DrumsNode:
 
     # ---- the pool
 
-    def _held(self):
-        return self.inflight + len(self.taken) + sum(len(v) for v in self.parked.values())
-
-    def _ceiling(self):
-        """Why no session may be made now (None: one may). Called with the lock held."""
-        if self._held() >= self.cfg["max_sessions"]:
-            return f"count ceiling ({self.cfg['max_sessions']} sessions held)"
-        if config.mem_available_bytes() < self.cfg["min_available_bytes"]:
-            return "memory ceiling (MemAvailable below DRUMS_RAY_MIN_AVAILABLE)"
-        return None
-
     def _net_env(self, net):
         """The tools' environment for a sibling under network policy NET: the node's own (its DRUMS_NET,
         else none) when NET is None, else DRUMS_NET=NET. The uplink, resolver, exceptions and cap stay the
@@ -140,118 +135,119 @@ class DrumsNode:
             raise ValueError(f"net={net!r}: a network policy (none, internet, allow:ENTRY,...) or None")
         return dict(self.env, DRUMS_NET=net)
 
-    def _restore(self, ckpt_text, freeze, net=None, host_ids=False):
+    def _pool_env(self, env, net):
+        """The tools' environment for the pool of ENV under NET: _net_env and a spool directory of that
+        policy's own (DRUMS_POOL_DIR)."""
+        tag = "node" if net is None else hashlib.sha256(net.encode()).hexdigest()[:16]
+        d = os.path.join(self.pool_base, tag)
+        os.makedirs(d, exist_ok=True)
+        return dict(self._net_env(net), DRUMS_POOL_DIR=d)
+
+    def _pool(self, key, args, check=True):
+        """`drums-pool ARGS` on the actor's own spools of pool KEY (pool_key)."""
+        env, net = self.pools[key]
+        return benchlib.sh(["drums-pool"] + args, check=check, env=self._pool_env(env, net))
+
+    def _parked(self, key):
+        """How many siblings the actor's pool KEY holds parked (drums-pool status)."""
+        try:
+            return len(json.loads(self._pool(key, ["status", "--checkpoint", self.pools[key][0]]))["parked"])
+        except Exception:
+            return 0
+
+    def _ceiling(self, parked=0):
+        """Why no session may be made now (None: one may). Called with the lock held."""
+        if self.inflight + len(self.taken) + parked >= self.cfg["max_sessions"]:
+            return f"count ceiling ({self.cfg['max_sessions']} sessions held)"
+        if config.mem_available_bytes() < self.cfg["min_available_bytes"]:
+            return "memory ceiling (MemAvailable below DRUMS_RAY_MIN_AVAILABLE)"
+        return None
+
+    def _restore(self, ckpt_text, net=None, host_ids=False):
         """A usable sibling from `drums-restore --ready` (benchlib.restore_ready: restore, reseed and ready
-        check in the tool, as drums-pool's filler makes its siblings) under network policy NET (_net_env),
-        in a user namespace of its own unless `host_ids`, then frozen; the record text. A failure destroys
-        the sibling (the tool does for its steps; the freeze here)."""
-        rec = benchlib.restore_ready(ckpt_text, env=self._net_env(net), host_ids=host_ids)
-        if freeze:
+        check in the tool, as drums-pool's filler makes its siblings) under network policy NET, in a user
+        namespace of its own unless `host_ids`; the record text."""
+        return benchlib.restore_ready(ckpt_text, env=self._net_env(net), host_ids=host_ids)
+
+    def _stop_filler(self, key):
+        p = self.fillers.pop(key, None)
+        if p and p.poll() is None:
+            p.terminate()  # SIGTERM: a sibling not yet parked is destroyed, the parked ones stay
             try:
-                rec = benchlib.sh(["drums-cgroup", "freeze"], stdin=rec, env=self.env)
-            except Exception:
-                benchlib.sh(["drums-sweep"], stdin=rec, check=False, env=self.env)
-                raise
-        return rec
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
     def fill(self, env, depth, net=None):
         """Keep DEPTH parked siblings of ENV under network policy NET (None: the node's own) on this node
-        (0 stops the filler), within the ceilings."""
-        ckpt = json.dumps(self.checkpoint(env))
+        (0 stops the filler and drains the pool), within the ceilings: `drums-pool fill --bound --loop`,
+        bound to the actor."""
+        self.checkpoint(env)
         self._net_env(net)  # a malformed policy fails the call, not the filler
+        depth = int(depth)
         key = pool_key(env, net)
         with self.lock:
-            self.depth[key] = int(depth)
-            self.parked.setdefault(key, [])
-            t = self.fillers.get(key)
-            if depth > 0 and not (t and t.is_alive()):
-                t = threading.Thread(target=self._filler, args=(key, ckpt, net), daemon=True)
-                self.fillers[key] = t
-                t.start()
+            self.pools[key] = (env, net)
+            if self.depth.get(key) != depth:
+                self._stop_filler(key)
+            self.depth[key] = depth
+            p = self.fillers.get(key)
+            if depth > 0 and not (p and p.poll() is None) and not self.stopping:
+                args = ["drums-pool", "fill", "--bound", "--loop", "0.1", "--depth", str(depth), "--checkpoint", env,
+                        "--max-sessions", str(self.cfg["max_sessions"]), "--min-available", str(self.cfg["min_available_bytes"])]
+                self.fillers[key] = subprocess.Popen(args, env=self._pool_env(env, net), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if depth == 0:
+            self._pool(key, ["drain", "--checkpoint", env], check=False)
         return {"node": self.cfg["node"], "env": env, "net": net, "depth": depth}
 
-    def _filler(self, env, ckpt, net=None):
-        # env: the pool's key (pool_key).
-        fails = 0
-        while not self.stopping:
-            with self.lock:
-                want = self.depth.get(env, 0) - len(self.parked.get(env, [])) - 0
-                why = self._ceiling() if want > 0 else "depth reached"
-                if want > 0 and why is None:
-                    self.inflight += 1
-            if want <= 0 or why is not None:
-                time.sleep(0.1)
-                if self.depth.get(env, 0) == 0:
-                    return
-                continue
-            try:
-                rec = self._restore(ckpt, freeze=True, net=net)
-                fails = 0
-                with self.lock:
-                    self.inflight -= 1
-                    if self.stopping:
-                        benchlib.sh(["drums-sweep"], stdin=rec, check=False, env=self.env)
-                    else:
-                        self.parked[env].append(rec)
-            except Exception:
-                with self.lock:
-                    self.inflight -= 1
-                    self.counts["fill_failed"] += 1
-                fails += 1
-                if fails >= 3:  # as drums-pool fill: three failures in a row stop the filler
-                    return
-                time.sleep(0.5)
-
     def wait_filled(self, env, timeout=120.0, net=None):
-        env = pool_key(env, net)
+        key = pool_key(env, net)
+        if key not in self.pools:
+            return 0
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
-            with self.lock:
-                if len(self.parked.get(env, [])) >= self.depth.get(env, 0):
-                    return len(self.parked[env])
-                t = self.fillers.get(env)
-                if not (t and t.is_alive()):
-                    break
+            n = self._parked(key)
+            if n >= self.depth.get(key, 0):
+                return n
+            p = self.fillers.get(key)
+            if not (p and p.poll() is None):
+                break
             time.sleep(0.05)
-        with self.lock:
-            return len(self.parked.get(env, []))
+        return self._parked(key)
 
     # ---- take, release, snapshot
 
     def take(self, env, net=None, host_ids=False):
         """A ready session of ENV under network policy NET (None: the node's own; _net_env): a parked
-        sibling of that policy's pool thawed and checked again (as drums-pool take does), or, when none is
-        parked and the ceilings allow, one restored now. Each runs in a user namespace of its own; with
+        sibling of that policy's pool thawed and checked again (`drums-pool take`), or, when none is parked
+        and the ceilings allow, one restored now. Each runs in a user namespace of its own; with
         `host_ids`, one is restored now with host ids (parked siblings have user namespaces), a session
         snapshot can checkpoint. Raises Full, NoEnvironment."""
         t0 = time.monotonic()
-        rec, kind = None, None
-        key = pool_key(env, net)
+        ckpt = self.checkpoint(env)
         self._net_env(net)
-        with self.lock:
-            if self.parked.get(key) and not host_ids:
-                rec, kind = self.parked[key].pop(0), "pool"
-            else:
-                why = self._ceiling()
+        key = pool_key(env, net)
+        if host_ids or key not in self.pools:
+            p = subprocess.CompletedProcess([], 1, "", "")  # no pool to take from: restore on demand
+        else:
+            p = subprocess.run(["drums-pool", "take", "--checkpoint", env], capture_output=True, text=True, env=self._pool_env(env, net))
+        if p.returncode == 0:
+            ready, kind = p.stdout, "pool"
+        elif p.returncode == 1:  # nothing parked (drums-pool(1), EXIT STATUS): restore on demand
+            with self.lock:
+                why = self._ceiling(sum(self._parked(k) for k in list(self.pools)))
                 if why:
                     self.counts["refused_full"] += 1
                     raise Full(f"node {self.cfg['node']}: {why}, and no parked session of {env}")
                 self.inflight += 1
-                kind = "restore"
-        if kind == "restore":
             try:
-                rec = self._restore(json.dumps(self.checkpoint(env)), freeze=False, net=net, host_ids=host_ids)
+                ready, kind = self._restore(json.dumps(ckpt), net=net, host_ids=host_ids), "restore"
             finally:
                 with self.lock:
                     self.inflight -= 1
-            ready = rec
         else:
-            try:
-                benchlib.sh(["drums-cgroup", "thaw"], stdin=rec, env=self.env)
-                ready = benchlib.sh(["drums-ready", "--timeout", "5"], stdin=rec, env=self.env)
-            except Exception:
-                benchlib.sh(["drums-sweep"], stdin=rec, check=False, env=self.env)
-                raise
+            raise RuntimeError(f"drums-pool take: exit {p.returncode}: {p.stderr.strip()[-800:]}")
         r = json.loads(ready)
         with self.lock:
             self.taken[r["id"]] = ready
@@ -331,13 +327,22 @@ class DrumsNode:
     # ---- the end
 
     def shutdown(self):
-        """Stop the fillers, destroy every parked and taken session; what was destroyed."""
+        """Stop the fillers, drain the pools, destroy every taken session; what was destroyed."""
         self.stopping = True
-        for t in list(self.fillers.values()):
-            t.join(timeout=60)
+        destroyed = 0
         with self.lock:
-            recs = [r for v in self.parked.values() for r in v] + list(self.taken.values())
-            self.parked, self.taken = {}, {}
+            keys = list(self.pools)
+            for key in keys:
+                self._stop_filler(key)
+            recs = list(self.taken.values())
+            self.taken = {}
+        for key in keys:
+            try:
+                destroyed += json.loads(self._pool(key, ["drain", "--checkpoint", self.pools[key][0]], check=False) or "{}").get("destroyed", 0)
+            except ValueError:
+                pass
         for r in recs:
             benchlib.sh(["drums-sweep"], stdin=r, check=False, env=self.env)
-        return {"node": self.cfg["node"], "destroyed": len(recs)}
+        # The drains removed the spools; only the empty directories are left.
+        shutil.rmtree(self.pool_base, ignore_errors=True)
+        return {"node": self.cfg["node"], "destroyed": destroyed + len(recs)}

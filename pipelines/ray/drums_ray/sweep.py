@@ -4,37 +4,21 @@
 ledger was written in the last 60 s (its grace period, there for sessions being made), so a sibling
 parked or taken a moment before its actor died waits for the next cron run. The driver that saw the
 actor die knows its pid: the sessions whose ledger names that pid as owner, with a start time the pid no
-longer has, belong to nobody, which is exactly the sweep's own orphan rule; they are destroyed with
-`drums-sweep --session`.
+longer has, belong to nobody, which is exactly the sweep's own orphan rule; the host inventory
+(`drums-sweep --report`) names them, and they are destroyed with `drums-sweep --session`.
 """
-import json, os, subprocess
+import subprocess
 
-from . import config
+from . import config  # noqa: F401  (puts pipelines/ on sys.path for benchlib)
 
 import benchlib  # noqa: E402
 
 
-def start_time(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def sessions_of_dead_owner(pid, state_dir=None):
-    root = os.path.join(state_dir or config.node_config()["state_dir"], "sessions")
-    out = []
-    for sid in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        try:
-            with open(os.path.join(root, sid, "ledger.jsonl")) as f:
-                first = json.loads(f.readline())
-        except (OSError, ValueError):
-            continue
-        owner = first.get("owner") or {}
-        if first.get("op") == "owner" and owner.get("pid") == pid and start_time(pid) != owner.get("start_time"):
-            out.append(sid)
-    return out
+def sessions_of_dead_owner(pid):
+    """The sessions whose ledger names PID as owner with a start time that pid no longer has, as the
+    host inventory (`drums-sweep --report`, docs/record.md) says."""
+    inv = benchlib.host_inventory()
+    return [s["id"] for s in inv["sessions"] if (s.get("owner") or {}).get("pid") == pid and s.get("owner_alive") is False]
 
 
 def destroy_sessions_of(pid):

@@ -68,6 +68,13 @@ pub enum Cmd {
         /// The size is read as drums(7), "Sizes and durations", says.
         #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = cli::parse_bytes)]
         size: u64,
+        /// Bind the pool to its owner ($DRUMS_OWNER, else the process that started drums-pool): the
+        /// siblings are the owner's and are never handed to the sweep's keeping as parked; once the owner
+        /// is gone the filler stops and drains the pool, and what a killed filler left the sweep destroys.
+        /// --max-sessions then counts the owner's sessions only. With $DRUMS_POOL_DIR the pool's spool is
+        /// the owner's own.
+        #[arg(long)]
+        bound: bool,
         /// File of checkpoint records (default: stdin).
         input: Option<PathBuf>,
     },

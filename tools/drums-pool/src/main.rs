@@ -9,7 +9,7 @@ fn main() {
     // A take's clock starts with the tool.
     let started_at = drums::state::now();
     cli::run("drums-pool", |a: Args| match a.cmd {
-        Cmd::Fill { checkpoints, depth, every, count, max_sessions, min_available, max_age, cgroup, no_freeze, ksm, identity, net, size, input } => {
+        Cmd::Fill { checkpoints, depth, every, count, max_sessions, min_available, max_age, cgroup, no_freeze, ksm, identity, net, size, bound, input } => {
             let net = net.options()?;
             let limits = match cgroup.as_deref() {
                 Some("none") => None,
@@ -17,6 +17,8 @@ fn main() {
                 None => Some(drums::cgroup::Limits::default()),
             };
             let ckpts = if checkpoints.is_empty() { checkpoints_on_input(input.as_deref())? } else { checkpoints.iter().map(|id| drums::session_io::load_checkpoint(id)).collect::<Result<Vec<_>>>()? };
+            // Read before fill sets DRUMS_OWNER for the siblings it makes.
+            let bound = if bound { Some(drums::proc::session_owner()?) } else { None };
             cli::require_root()?;
             for c in &ckpts {
                 drums::restore::check_checkpoint(c)?;
@@ -30,6 +32,7 @@ fn main() {
                 max_age,
                 freeze: !no_freeze && limits.is_some(),
                 restore: drums::restore::RestoreOptions { tmpfs_bytes: size, ttl_s: None, limits, ksm, net, userns: identity.userns() },
+                bound,
             };
             pool::stop_on_signals();
             let reports = pool::fill(&ckpts, &o, |r| cli::emit(r), |e| {

@@ -1,6 +1,7 @@
 //! Mounts and directories, removed without ever leaving Drums' own directories: a path is acted on only
 //! below the state or checkpoint root, a recursive removal never crosses a mount, and mounts are taken
-//! down deepest first.
+//! down deepest first. Destroy and the sweep remove a session's and a checkpoint's files through it, and
+//! image removal an image's tree.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
