@@ -11,6 +11,9 @@ started to drums-ready's exit with the session ready:
                    --no-cgroup): the other arms run under the default limits; these two price them
   restore_chain    drums-restore | drums-reseed | drums-ready (the same steps as three tools, as before the
                    one call)
+  cold_hostids, restore_hostids   cold and restore with host ids (DRUMS_OVERLAY_ARGS=--host-ids,
+                   drums-restore --host-ids): the other arms run each session in a user namespace of its own
+                   (the default); these two price it
 Starts are interleaved (cold, restore, restore_raw, cold, ...) so that machine noise hits every arm alike;
 each session is destroyed (untimed) before the next start. The ratio cold p50 / restore p50 comes with a
 bootstrap 95% interval (resampling both arms, 2000 draws).
@@ -24,6 +27,7 @@ Prints one JSON object. Every figure carries its unit, sample count and method. 
 suite's session lock (/run/drums/test.lock) while it runs, so it never measures beside the tests.
 Usage: pipelines/bench.py [--starts 20] [--arms cold,restore,restore_raw] [--mem-sessions 6] [--out FILE]
        pipelines/bench.py --arms cold,restore,cold_nocg,restore_nocg --mem-sessions 0   (what the limits cost)
+       pipelines/bench.py --arms cold,restore,cold_hostids,restore_hostids   (what the user namespace costs)
 """
 import argparse, json, os, statistics, sys, time
 
@@ -40,10 +44,12 @@ NO_CGROUP_ENV = dict(ENV, DRUMS_CGROUP_ARGS="none")
 def start(arm, ckpt):
     """One start of an arm; returns (seconds to agent-ready, final record text)."""
     t0 = time.monotonic()
-    if arm in ("cold", "cold_nocg"):
-        out = sh([os.path.join(HERE, "pipelines/cold.sh")], env=NO_CGROUP_ENV if arm == "cold_nocg" else None)
-    elif arm in ("restore", "restore_nocg"):
-        out = sh(["drums-restore", "--ready"] + (["--no-cgroup"] if arm == "restore_nocg" else []), stdin=ckpt)
+    if arm in ("cold", "cold_nocg", "cold_hostids"):
+        env = NO_CGROUP_ENV if arm == "cold_nocg" else dict(ENV, DRUMS_OVERLAY_ARGS="--host-ids") if arm == "cold_hostids" else None
+        out = sh([os.path.join(HERE, "pipelines/cold.sh")], env=env)
+    elif arm in ("restore", "restore_nocg", "restore_hostids"):
+        extra = {"restore_nocg": ["--no-cgroup"], "restore_hostids": ["--host-ids"]}.get(arm, [])
+        out = sh(["drums-restore", "--ready"] + extra, stdin=ckpt)
     else:
         restored = sh(["drums-restore"], stdin=ckpt)
         try:
@@ -109,7 +115,7 @@ def main():
     result = {"drums": 1, "type": "benchmark", "machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
               "method": "interleaved starts, wall time from the first tool to drums-ready's exit; sessions destroyed between starts (untimed); release build"}
     ckpt = ""
-    if any(x != "cold" for x in arms):
+    if any(x.startswith("restore") for x in arms):
         src = source_session()  # host ids: drums-ckpt's source
         t0 = time.monotonic()
         ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
@@ -143,6 +149,15 @@ def main():
         if "cold_nocg" in times and "restore_nocg" in times:
             c50, r50 = statistics.median(times["cold_nocg"]), statistics.median(times["restore_nocg"])
             result["ratio_cold_nocg_p50_over_restore_nocg_p50"] = {"value": round(c50 / r50, 2), "bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times["cold_nocg"], times["restore_nocg"])], "n_each": a.starts}
+        if "cold_hostids" in times and "restore_hostids" in times:
+            c50, r50 = statistics.median(times["cold_hostids"]), statistics.median(times["restore_hostids"])
+            result["ratio_cold_hostids_p50_over_restore_hostids_p50"] = {"value": round(c50 / r50, 2), "bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times["cold_hostids"], times["restore_hostids"])], "n_each": a.starts}
+        for arm in ("cold", "restore"):
+            if arm in times and arm + "_hostids" in times:
+                result.setdefault("userns_cost", {"method": "p50 in a user namespace of its own (the default) over p50 with host ids, bootstrap 95%, same run, interleaved"})[arm] = {
+                    "p50_ratio": round(statistics.median(times[arm]) / statistics.median(times[arm + "_hostids"]), 3),
+                    "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[arm], times[arm + "_hostids"])],
+                    "p50_difference_s": round(statistics.median(times[arm]) - statistics.median(times[arm + "_hostids"]), 4)}
         for arm in ("cold", "restore"):
             if arm in times and arm + "_nocg" in times:
                 result.setdefault("limits_cost", {"method": "p50 with the default limits over p50 without cgroups, bootstrap 95%, same run, interleaved"})[arm] = {
@@ -159,11 +174,15 @@ def main():
             for k in breakdown[0]["reseed"].keys():
                 result["restore_breakdown_p50_s"]["reseed." + k] = round(statistics.median(b["reseed"][k] for b in breakdown), 4)
         if a.mem_sessions > 0:
-            result["memory"] = {arm: memory(arm, ckpt, a.mem_sessions, a.settle) for arm in arms if arm in ("cold", "restore")}
+            result["memory"] = {arm: memory(arm, ckpt, a.mem_sessions, a.settle) for arm in arms if arm in ("cold", "restore", "cold_hostids", "restore_hostids")}
             if "cold" in result["memory"] and "restore" in result["memory"]:
                 m = result["memory"]
                 result["memory"]["restore_over_cold_slope"] = round(m["restore"]["per_added_session_mib"] / m["cold"]["per_added_session_mib"], 3)
                 result["memory"]["restore_over_cold_pss"] = round(m["restore"]["pss_mean_mib"] / m["cold"]["pss_mean_mib"], 3)
+            if "cold_hostids" in result["memory"] and "restore_hostids" in result["memory"]:
+                m = result["memory"]
+                result["memory"]["restore_hostids_over_cold_hostids_slope"] = round(m["restore_hostids"]["per_added_session_mib"] / m["cold_hostids"]["per_added_session_mib"], 3)
+                result["memory"]["restore_hostids_over_cold_hostids_pss"] = round(m["restore_hostids"]["pss_mean_mib"] / m["cold_hostids"]["pss_mean_mib"], 3)
     finally:
         if ckpt:
             remove_checkpoint(json.loads(ckpt))

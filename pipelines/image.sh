@@ -225,21 +225,20 @@ fi
 chown -R "$uid:$uid" "$img/home/$user"
 chmod 755 "$img/home/$user"
 
-# Chromium started by anything in a session (xdg-open, a task's `google-chrome`, the agent) gets what the
-# one drums-desktop starts has: its own sandbox when the session runs in a user namespace of its own (it
-# needs nested user namespaces, which only such a session's seccomp filter allows), else `--no-sandbox`
-# (the session is the sandbox, drums(7) SECURITY); the choice is made when Chromium starts, from the
-# session it runs in, not when the image is built. Nothing that calls out to a network sessions do not
-# have. Debian's chromium wrapper reads /etc/chromium.d.
+# Chromium started by anything in a session (xdg-open, a task's `google-chrome`, the agent) gets its own
+# sandbox when the session lets it make the nested user, PID and network namespaces the sandbox needs,
+# else `--no-sandbox` (the session is the sandbox, drums(7) SECURITY). The choice is made when Chromium
+# starts, by trying those namespaces, not from the session's uid_map: a restored sibling runs in a user
+# namespace of its own under its checkpoint's seccomp filter, which (made with host ids) refuses them.
+# Nothing that calls out to a network sessions do not have. Debian's chromium wrapper reads
+# /etc/chromium.d.
 cat > "$img/etc/chromium.d/drums" <<'FLAGS'
-# Drums sessions (pipelines/image.sh): sessions have no network. Chromium's own sandbox follows the
-# session: in the host's user namespace (the full identity map), where the session's filter refuses the
-# nested namespaces the sandbox needs, the session is Chromium's sandbox.
+# Drums sessions (pipelines/image.sh): Chromium's own sandbox where the session allows the nested
+# namespaces it needs (a cold session in its own user namespace), else the session is its sandbox.
 drums_sandbox=--no-sandbox
-read -r drums_in drums_out drums_n < /proc/self/uid_map 2>/dev/null || true
-[ "$drums_in $drums_out ${drums_n:-}" = "0 0 4294967295" ] || drums_sandbox=
+unshare --user --pid --net --fork true 2>/dev/null && drums_sandbox=
 export CHROMIUM_FLAGS="$CHROMIUM_FLAGS $drums_sandbox --test-type --disable-background-networking --disable-component-update --disable-sync --disable-quic --no-first-run --no-default-browser-check --password-store=basic"
-unset drums_sandbox drums_in drums_out drums_n
+unset drums_sandbox
 FLAGS
 
 # The names OSWorld's tasks use: `python` for python3, `google-chrome` for the browser, which starts

@@ -137,7 +137,7 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
     if !nested.is_empty() {
         let named: Vec<String> = nested.iter().take(5).map(|(p, c)| format!("{p} ({c})")).collect();
         return Err(Error::NotImplemented(format!(
-            "session {}: {} of its processes run in PID namespaces nested below the session's (host pids {}{}): Chromium's own sandbox makes them, and CRIU cannot dump a nested PID namespace (\"Can't dump nested pid namespace\"); checkpoint a session whose Chromium runs with --no-sandbox (one made without --userns) and start Chromium sandboxed in each restored sibling instead (drums-desktop sandbox; drums(7), \"Chromium's sandbox in restored siblings\")",
+            "session {}: {} of its processes run in PID namespaces nested below the session's (host pids {}{}): Chromium's own sandbox makes them, and CRIU cannot dump a nested PID namespace (\"Can't dump nested pid namespace\"); checkpoint a session whose Chromium runs with --no-sandbox (one made with --host-ids) and start Chromium sandboxed in each restored sibling instead (drums-desktop sandbox; drums(7), \"Chromium's sandbox in restored siblings\")",
             session.id,
             nested.len(),
             named.join(", "),

@@ -128,6 +128,20 @@ const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of a dead process's log an error quotes.
 const LOG_TAIL_BYTES: usize = 600;
 
+/// Start one desktop process (detached, its log under LOG_DIR named by its role) and hold it from right
+/// after its exec: the record's entry and its watch.
+fn spawn_watched(session: &Session, init: i32, role: &str, argv: &[String], env: Vec<(String, String)>, as_ids: (u32, u32)) -> Result<(SessionProcess, Watched)> {
+    let w = Watched { role: role.into(), host: None, init, pidfd: None };
+    let sp = spawn(session, argv, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env, cwd: None, uid_gid: Some(as_ids), pass_terminal: false })
+        .map_err(|e| match e {
+            Error::Failed(m) => w.error(&format!("could not be started ({m})")),
+            other => other,
+        })?;
+    let host = sp.host_pid.and_then(|p| Some((p, crate::proc::start_time(p)?)));
+    let pidfd = host.and_then(|(p, start)| crate::proc::Pidfd::open(p, start)).map(std::sync::Arc::new);
+    Ok((SessionProcess { role: role.into(), pid: sp.ns_pid, host_pid: sp.host_pid }, Watched { host, pidfd, ..w }))
+}
+
 /// A process started here, named by its host PID and start time so that its liveness is checked safely
 /// across PID reuse.
 #[derive(Clone)]
@@ -234,16 +248,8 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     let mut run = |role: &str, argv: Vec<String>, extra_env: Vec<(String, String)>, as_ids: (u32, u32)| -> Result<Watched> {
         let mut e = env.clone();
         e.extend(extra_env);
-        let w = Watched { role: role.into(), host: None, init, pidfd: None };
-        let sp = spawn(session, &argv, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env: e, cwd: None, uid_gid: Some(as_ids), pass_terminal: false })
-            .map_err(|e| match e {
-                Error::Failed(m) => w.error(&format!("could not be started ({m})")),
-                other => other,
-            })?;
-        let host = sp.host_pid.and_then(|p| Some((p, crate::proc::start_time(p)?)));
-        let pidfd = host.and_then(|(p, start)| crate::proc::Pidfd::open(p, start)).map(std::sync::Arc::new);
-        let w = Watched { host, pidfd, ..w };
-        procs.push(SessionProcess { role: role.into(), pid: sp.ns_pid, host_pid: sp.host_pid });
+        let (p, w) = spawn_watched(session, init, role, &argv, e, as_ids)?;
+        procs.push(p);
         watched.push(w.clone());
         Ok(w)
     };
@@ -421,19 +427,10 @@ pub fn sandbox_chromium(session: &mut Session, extra_chromium_args: &[String]) -
     let (args, extra_env) = chromium_command(session, &o, ChromiumSandbox::On);
     let mut env = desktop_env(o.display, &account);
     env.extend(extra_env);
-    let role = "chromium";
-    let w = Watched { role: role.into(), host: None, init, pidfd: None };
-    let sp = spawn(session, &args, &ExecOptions { detach: true, log: Some(format!("{LOG_DIR}/{role}.log").into()), env, cwd: None, uid_gid: Some((account.uid, account.gid)), pass_terminal: false })
-        .map_err(|e| match e {
-            Error::Failed(m) => w.error(&format!("could not be started ({m})")),
-            other => other,
-        })?;
-    let host = sp.host_pid.and_then(|p| Some((p, crate::proc::start_time(p)?)));
-    let pidfd = host.and_then(|(p, start)| crate::proc::Pidfd::open(p, start)).map(std::sync::Arc::new);
-    let w = Watched { host, pidfd, ..w };
+    let (p, w) = spawn_watched(session, init, "chromium", &args, env, (account.uid, account.gid))?;
     wait_for_chromium(init, w.clone(), &[w])?;
     let desktop = session.desktop.as_mut().expect("checked above");
-    desktop.processes[idx] = SessionProcess { role: role.into(), pid: sp.ns_pid, host_pid: sp.host_pid };
+    desktop.processes[idx] = p;
     Ok(ChromiumRestart { restarted: true, seconds: t0.elapsed().as_secs_f64() })
 }
 

@@ -27,7 +27,6 @@ use crate::record::egress::{Allow, ApplyTimes, Cidr, Policy, Resolver, Section};
 use crate::record::Session;
 use super::nft::nft;
 pub use super::nft::{table_name, TABLE_PREFIX};
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 

@@ -58,7 +58,7 @@ class DrumsNode:
         # pool of the same checkpoint on the machine.
         self.pool_base = tempfile.mkdtemp(prefix="drums-ray-pool-")
         self.lock = threading.Lock()
-        self.taken = {}       # session id -> record text
+        self.taken = {}       # session id -> (record text, the environment its tools ran in)
         self.inflight = 0     # sessions being restored at take
         self.depth = {}       # pool_key(env, net) -> wanted pool depth
         self.pools = {}       # pool_key(env, net) -> (env, net)
@@ -233,7 +233,7 @@ class DrumsNode:
         else:
             p = subprocess.run(["drums-pool", "take", "--checkpoint", env], capture_output=True, text=True, env=self._pool_env(env, net))
         if p.returncode == 0:
-            ready, kind = p.stdout, "pool"
+            ready, kind, tools_env = p.stdout, "pool", self._pool_env(env, net)
         elif p.returncode == 1:  # nothing parked (drums-pool(1), EXIT STATUS): restore on demand
             with self.lock:
                 why = self._ceiling(sum(self._parked(k) for k in list(self.pools)))
@@ -242,7 +242,7 @@ class DrumsNode:
                     raise Full(f"node {self.cfg['node']}: {why}, and no parked session of {env}")
                 self.inflight += 1
             try:
-                ready, kind = self._restore(json.dumps(ckpt), net=net, host_ids=host_ids), "restore"
+                ready, kind, tools_env = self._restore(json.dumps(ckpt), net=net, host_ids=host_ids), "restore", self._net_env(net)
             finally:
                 with self.lock:
                     self.inflight -= 1
@@ -250,7 +250,9 @@ class DrumsNode:
             raise RuntimeError(f"drums-pool take: exit {p.returncode}: {p.stderr.strip()[-800:]}")
         r = json.loads(ready)
         with self.lock:
-            self.taken[r["id"]] = ready
+            # With the environment its tools ran in: drums-sweep checks a pool sibling's spool against
+            # DRUMS_POOL_DIR.
+            self.taken[r["id"]] = (ready, tools_env)
             self.counts["taken"] += 1
             self.counts["from_pool" if kind == "pool" else "restored_at_take"] += 1
         d = r.get("desktop") or {}
@@ -266,18 +268,19 @@ class DrumsNode:
     def release(self, session):
         """Destroy a taken session (drums-sweep)."""
         with self.lock:
-            rec = self.taken.pop(session, None)
-        if rec is None:
+            held = self.taken.pop(session, None)
+        if held is None:
             return {"session": session, "released": False, "why": "not a session this node's actor handed out"}
+        rec, tools_env = held
         t0 = time.monotonic()
-        p = benchlib.sh(["drums-sweep"], stdin=rec, check=False, env=self.env)
+        p = benchlib.sh(["drums-sweep"], stdin=rec, check=False, env=tools_env)
         return {"session": session, "released": True, "sweep_s": round(time.monotonic() - t0, 4), "sweep": p[-400:]}
 
     def snapshot(self, session, leave_running=True):
         """Checkpoint a taken session on this node (drums-ckpt): a new environment here. The session must
         have been taken with host_ids=True: drums-ckpt refuses one in its own user namespace (exit 7)."""
         with self.lock:
-            rec = self.taken.get(session)
+            rec, _ = self.taken.get(session, (None, None))
         if rec is None:
             raise NoEnvironment(f"session {session} is not one this node's actor handed out")
         args = ["drums-ckpt"] + (["--leave-running"] if leave_running else [])
@@ -341,8 +344,8 @@ class DrumsNode:
                 destroyed += json.loads(self._pool(key, ["drain", "--checkpoint", self.pools[key][0]], check=False) or "{}").get("destroyed", 0)
             except ValueError:
                 pass
-        for r in recs:
-            benchlib.sh(["drums-sweep"], stdin=r, check=False, env=self.env)
+        for r, tools_env in recs:
+            benchlib.sh(["drums-sweep"], stdin=r, check=False, env=tools_env)
         # The drains removed the spools; only the empty directories are left.
         shutil.rmtree(self.pool_base, ignore_errors=True)
         return {"node": self.cfg["node"], "destroyed": destroyed + len(recs)}
