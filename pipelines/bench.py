@@ -146,24 +146,21 @@ def main():
             c50, r50 = statistics.median(times["cold"]), statistics.median(times["restore"])
             result["ratio_cold_p50_over_restore_p50"] = {"value": round(c50 / r50, 2), "bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times["cold"], times["restore"])],
                                                          "p95_restore_not_worse": pct(times["restore"], 0.95) <= pct(times["cold"], 0.95), "n_each": a.starts}
-        if "cold_nocg" in times and "restore_nocg" in times:
-            c50, r50 = statistics.median(times["cold_nocg"]), statistics.median(times["restore_nocg"])
-            result["ratio_cold_nocg_p50_over_restore_nocg_p50"] = {"value": round(c50 / r50, 2), "bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times["cold_nocg"], times["restore_nocg"])], "n_each": a.starts}
-        if "cold_hostids" in times and "restore_hostids" in times:
-            c50, r50 = statistics.median(times["cold_hostids"]), statistics.median(times["restore_hostids"])
-            result["ratio_cold_hostids_p50_over_restore_hostids_p50"] = {"value": round(c50 / r50, 2), "bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times["cold_hostids"], times["restore_hostids"])], "n_each": a.starts}
-        for arm in ("cold", "restore"):
-            if arm in times and arm + "_hostids" in times:
-                result.setdefault("userns_cost", {"method": "p50 in a user namespace of its own (the default) over p50 with host ids, bootstrap 95%, same run, interleaved"})[arm] = {
-                    "p50_ratio": round(statistics.median(times[arm]) / statistics.median(times[arm + "_hostids"]), 3),
-                    "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[arm], times[arm + "_hostids"])],
-                    "p50_difference_s": round(statistics.median(times[arm]) - statistics.median(times[arm + "_hostids"]), 4)}
-        for arm in ("cold", "restore"):
-            if arm in times and arm + "_nocg" in times:
-                result.setdefault("limits_cost", {"method": "p50 with the default limits over p50 without cgroups, bootstrap 95%, same run, interleaved"})[arm] = {
-                    "p50_ratio": round(statistics.median(times[arm]) / statistics.median(times[arm + "_nocg"]), 3),
-                    "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[arm], times[arm + "_nocg"])],
-                    "p50_difference_s": round(statistics.median(times[arm]) - statistics.median(times[arm + "_nocg"]), 4)}
+        # Each variant arm pair prices one thing: its own cold/restore ratio, and each arm against it.
+        variants = {"hostids": ("userns_cost", "p50 in a user namespace of its own (the default) over p50 with host ids, bootstrap 95%, same run, interleaved"),
+                    "nocg": ("limits_cost", "p50 with the default limits over p50 without cgroups, bootstrap 95%, same run, interleaved")}
+        for v, (cost_key, method) in variants.items():
+            cv, rv = "cold_" + v, "restore_" + v
+            if cv in times and rv in times:
+                result[f"ratio_{cv}_p50_over_{rv}_p50"] = {"value": round(statistics.median(times[cv]) / statistics.median(times[rv]), 2),
+                                                            "bootstrap_95": [round(x, 2) for x in bootstrap_ratio(times[cv], times[rv])], "n_each": a.starts}
+            for arm in ("cold", "restore"):
+                if arm in times and f"{arm}_{v}" in times:
+                    other = times[f"{arm}_{v}"]
+                    result.setdefault(cost_key, {"method": method})[arm] = {
+                        "p50_ratio": round(statistics.median(times[arm]) / statistics.median(other), 3),
+                        "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[arm], other)],
+                        "p50_difference_s": round(statistics.median(times[arm]) - statistics.median(other), 4)}
         if breakdown_nocg:
             result["restore_nocg_breakdown_p50_s"] = {k: round(statistics.median(b[k] for b in breakdown_nocg), 4) for k in breakdown_nocg[0]}
         if breakdown:
