@@ -37,10 +37,6 @@ from benchlib import HERE, ENV, bench_lock, bootstrap_ratio, destroy, pct, remov
 NO_CGROUP_ENV = dict(ENV, DRUMS_CGROUP_ARGS="none")
 
 
-
-
-
-
 def start(arm, ckpt):
     """One start of an arm; returns (seconds to agent-ready, final record text)."""
     t0 = time.monotonic()
@@ -66,16 +62,6 @@ def start(arm, ckpt):
     return dt, out
 
 
-
-
-
-
-
-
-
-
-
-
 def memory(arm, ckpt, n, settle):
     recs, used, pss = [], [], []
     base = used_mib()
@@ -95,11 +81,9 @@ def memory(arm, ckpt, n, settle):
         "per_added_session_method": f"least-squares slope of host used memory (MemTotal-MemAvailable) over 1..{n} live sessions, {settle} s settle after each start",
         "host_used_mib_series": [round(u - base, 1) for u in used],
         "pss_mean_mib": round(statistics.mean(pss), 1) if pss else None,
-        "pss_method": "sum of Pss (smaps_rollup) over every process in a session's PID namespace, mean over the live sessions",
+        "pss_method": "sum of Pss (smaps_rollup) over a session's init and every descendant (nested PID namespaces included), mean over the live sessions",
         "n": n,
     }
-
-
 
 
 def main():

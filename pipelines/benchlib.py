@@ -54,23 +54,6 @@ def used_mib():
     return (info["MemTotal"] - info["MemAvailable"]) / 1024
 
 
-def pss_by_pidns():
-    """Summed Pss (MiB) of every process, keyed by its PID namespace's inode: one pass over /proc."""
-    out = {}
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            ino = os.stat(f"/proc/{p}/ns/pid").st_ino
-            for line in open(f"/proc/{p}/smaps_rollup"):
-                if line.startswith("Pss:"):
-                    out[ino] = out.get(ino, 0) + int(line.split()[1]) / 1024
-                    break
-        except OSError:
-            pass
-    return out
-
-
 def pss_by_tree():
     """A function giving the summed Pss (MiB) of a process and all its descendants, nested PID namespaces
     included (Chromium's sandboxed renderers), from one pass over /proc taken now."""
@@ -96,9 +79,11 @@ def pss_by_tree():
 
 
 def session_pss_mib(rec, pss=None):
-    """A session's summed Pss (MiB): every process in its PID namespace. `pss`: a pss_by_pidns() already
-    taken, for reading many sessions at one moment."""
-    return (pss if pss is not None else pss_by_pidns()).get(rec["ns"]["inodes"]["pid"], 0)
+    """A session's summed Pss (MiB): its init and every descendant, nested PID namespaces included (a
+    sandboxed Chromium's zygote and renderers live in PID namespaces of their own, so counting the session's
+    PID namespace alone misses them). `pss`: a pss_by_tree() already taken, for reading many sessions at one
+    moment."""
+    return (pss or pss_by_tree())(rec["ns"]["init_pid"])
 
 
 def slope(xs, ys):

@@ -35,7 +35,7 @@ answering, something left after the teardown); the JSON says which.
 import argparse, json, os, random, resource, statistics, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import (ENV, HERE, bench_lock, destroy, write_result, fresh_checkpoint, guest_answers, host_resources, meminfo_kib, pss_by_tree, remove_checkpoint,  # noqa: E402
+from benchlib import (ENV, HERE, bench_lock, destroy, write_result, fresh_checkpoint, guest_answers, host_resources, meminfo_kib, pss_by_tree, session_pss_mib, remove_checkpoint,  # noqa: E402
                       restore_ready, session_cpu_s, sh, slope, summary, used_mib)
 
 # --userns: every sibling restored with drums-restore --userns, every cold session made with
@@ -43,11 +43,6 @@ from benchlib import (ENV, HERE, bench_lock, destroy, write_result, fresh_checkp
 RESTORE_ARGS = []
 COLD_ENV = None
 
-
-def session_pss_mib(rec, pss):
-    """A session's summed Pss (MiB): its init and every descendant, nested PID namespaces included (a
-    --userns cold session's sandboxed renderers). `pss`: a pss_by_tree() taken at one moment."""
-    return pss(rec["ns"]["init_pid"])
 
 COUNTED = ("mounts", "drums_links", "drums_cgroups", "state_entries")
 

@@ -137,7 +137,7 @@ def main():
             "slope_method": f"least-squares slope of host used memory (MemTotal-MemAvailable) over 1..{a.mem_siblings} parked siblings, {a.settle} s settle after each",
             "host_used_mib_series": [round(u - base, 1) for u in used],
             "pss_mean_mib": round(statistics.mean(pss), 1) if pss else None,
-            "pss_method": "sum of Pss (smaps_rollup) over every process in a parked sibling's PID namespace, mean over the parked siblings",
+            "pss_method": "sum of Pss (smaps_rollup) over a parked sibling's init and every descendant (nested PID namespaces included), mean over the parked siblings",
             "cgroup_mean_mib": round(statistics.mean(cg), 1) if cg else None,
             "cgroup_method": "the parked sibling's own memory cgroup charge (v1 memory.usage_in_bytes, v2 memory.current), mean over the parked siblings. CRIU's root task moves itself into the sibling's cgroups before it restores any memory, so the pages it restores are charged there (cgroup v1 never moves charges afterwards)",
             "n": len(pss),
