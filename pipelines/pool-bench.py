@@ -21,7 +21,9 @@ sibling (smaps_rollup), the mean over the parked siblings.
 
 Prints one JSON object. Every figure carries its unit, sample count and method. Shares its helpers with
 pipelines/bench.py through pipelines/benchlib.py.
-Usage: pipelines/pool-bench.py [--takes 20] [--depth 4] [--mem-siblings 4] [--no-freeze] [--out FILE]
+With --host-ids-arm a third arm, take_hostids, takes from a second pool of the same checkpoint whose siblings
+run with host ids (its own spool directory): take over take_hostids is what the user namespace costs a take.
+Usage: pipelines/pool-bench.py [--takes 20] [--depth 4] [--mem-siblings 4] [--no-freeze] [--host-ids-arm] [--out FILE]
 """
 import argparse, json, os, statistics, sys, time
 
@@ -47,9 +49,13 @@ def cgroup_memory_mib(rec):
 
 
 class Pool:
-    def __init__(self, ckpt_id, freeze):
+    """One pool of the checkpoint. `host_ids`: its siblings run with host ids (drums-pool fill --host-ids),
+    in a spool directory of their own (DRUMS_POOL_DIR), so the two identities never share a pool."""
+    def __init__(self, ckpt_id, freeze, host_ids=False):
         self.ckpt_id = ckpt_id
         self.freeze = freeze
+        self.host_ids = host_ids
+        self.env = dict(ENV, DRUMS_POOL_DIR=os.path.join(os.environ.get("DRUMS_STATE_DIR", "/run/drums"), "pools-bench-hostids")) if host_ids else ENV
         self.fills = []  # (made, seconds)
         self.parked = []  # pool_parked records
 
@@ -57,8 +63,10 @@ class Pool:
         args = ["drums-pool", "fill", "--checkpoint", self.ckpt_id, "--depth", str(depth)]
         if not self.freeze:
             args.append("--no-freeze")
+        if self.host_ids:
+            args.append("--host-ids")
         t0 = time.monotonic()
-        out = sh(args)
+        out = sh(args, env=self.env)
         dt = time.monotonic() - t0
         recs = [json.loads(l) for l in out.splitlines() if l.strip()]
         made = [r for r in recs if r["type"] == "pool_parked"]
@@ -69,15 +77,20 @@ class Pool:
 
     def take(self):
         t0 = time.monotonic()
-        out = sh(["drums-pool", "take", "--checkpoint", self.ckpt_id])
+        out = sh(["drums-pool", "take", "--checkpoint", self.ckpt_id], env=self.env)
         return time.monotonic() - t0, out
 
+    def destroy(self, out):
+        """A taken sibling is destroyed with its pool's DRUMS_POOL_DIR, which drums-sweep checks its spool against."""
+        if out.strip():
+            sh(["drums-sweep"], stdin=out, check=False, env=self.env)
+
     def drain(self):
-        sh(["drums-pool", "drain", "--checkpoint", self.ckpt_id], check=False)
+        sh(["drums-pool", "drain", "--checkpoint", self.ckpt_id], check=False, env=self.env)
 
     def ready_records(self):
         """The parked siblings' session records, oldest first, from the files drums-pool status names."""
-        status = json.loads(sh(["drums-pool", "status", "--checkpoint", self.ckpt_id]))
+        status = json.loads(sh(["drums-pool", "status", "--checkpoint", self.ckpt_id], env=self.env))
         return [json.loads(open(f).read()) for f in status["parked_files"]]
 
 
@@ -92,7 +105,7 @@ def check(arm, out):
     if not rec.get("ready", {}).get("ready"):
         destroy(out)
         raise RuntimeError(f"{arm}: not ready: {rec.get('ready')}")
-    if arm == "take" and not (rec.get("reseed") and rec.get("pool", {}).get("taken_at")):
+    if arm.startswith("take") and not (rec.get("reseed") and rec.get("pool", {}).get("taken_at")):
         destroy(out)
         raise RuntimeError(f"take: not a reseeded, taken sibling: {rec.get('pool')}")
     return rec
@@ -105,8 +118,11 @@ def main():
     ap.add_argument("--mem-siblings", type=int, default=4, help="parked siblings for the memory slope")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds between a fill and a memory reading")
     ap.add_argument("--no-freeze", action="store_true", help="park siblings running instead of frozen")
+    ap.add_argument("--host-ids-arm", action="store_true",
+                    help="a third arm, take_hostids: takes from a pool whose siblings run with host ids, interleaved, to price the user namespace")
     ap.add_argument("--out")
     a = ap.parse_args()
+    arms = ["cold", "take"] + (["take_hostids"] if a.host_ids_arm else [])
     lock = bench_lock()  # noqa: F841 - held for the whole run
     result = {"drums": 1, "type": "pool_benchmark", "machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
               "parked": "running" if a.no_freeze else "frozen (cgroup freezer); the taker thaws and re-checks within the measured time",
@@ -116,8 +132,11 @@ def main():
     ckpt = sh(["drums-ckpt", "--clean"], stdin=src)
     c = json.loads(ckpt)
     result["checkpoint"] = {"id": c["id"], "dump_s": round(c["dump_s"], 3), "image_mib": round(c["image_bytes"] / 2**20, 1)}
-    pool = Pool(c["id"], not a.no_freeze)
-    times = {"cold": [], "take": []}
+    pools = {"take": Pool(c["id"], not a.no_freeze)}
+    if a.host_ids_arm:
+        pools["take_hostids"] = Pool(c["id"], not a.no_freeze, host_ids=True)
+    pool = pools["take"]
+    times = {arm: [] for arm in arms}
     take_internal, ready_s, ages = [], [], []
     try:
         # Memory per parked sibling: one more parked sibling at a time.
@@ -142,24 +161,26 @@ def main():
             "cgroup_method": "the parked sibling's own memory cgroup charge (v1 memory.usage_in_bytes, v2 memory.current), mean over the parked siblings. CRIU's root task moves itself into the sibling's cgroups before it restores any memory, so the pages it restores are charged there (cgroup v1 never moves charges afterwards)",
             "n": len(pss),
         }
-        pool.fill(a.depth)
+        for p in pools.values():
+            p.fill(a.depth)
         for i in range(a.takes):
-            for arm in ("cold", "take"):
+            for arm in arms:
                 if arm == "cold":
                     dt, out = cold()
                     check(arm, out)
+                    destroy(out)
                 else:
-                    dt, out = pool.take()
+                    dt, out = pools[arm].take()
                     rec = check(arm, out)
-                    take_internal.append(rec["ready"]["checked_at"] - rec["pool"]["take_started_at"])
-                    ready_s.append(rec["ready"]["ready_s"])
-                    ages.append(rec["pool"]["taken_at"] - rec["pool"]["parked_at"])
+                    if arm == "take":
+                        take_internal.append(rec["ready"]["checked_at"] - rec["pool"]["take_started_at"])
+                        ready_s.append(rec["ready"]["ready_s"])
+                        ages.append(rec["pool"]["taken_at"] - rec["pool"]["parked_at"])
+                    pools[arm].destroy(out)
+                    pools[arm].fill(a.depth)
                 times[arm].append(dt)
-                destroy(out)
-                if arm == "take":
-                    pool.fill(a.depth)
-            print(f"pool-bench: {i + 1}/{a.takes}: cold {times['cold'][-1]:.3f} s, take {times['take'][-1]:.3f} s", file=sys.stderr)
-        t = result["time_to_agent_ready"] = {"cold": summary(times["cold"]), "take": summary(times["take"])}
+            print(f"pool-bench: {i + 1}/{a.takes}: " + ", ".join(f"{arm} {times[arm][-1]:.3f} s" for arm in arms), file=sys.stderr)
+        t = result["time_to_agent_ready"] = {arm: summary(times[arm]) for arm in arms}
         t["take"]["inside_pool_take_p50_s"] = round(pct(take_internal, 0.5), 4)
         t["take"]["drums_ready_p50_s"] = round(pct(ready_s, 0.5), 4)
         t["take"]["parked_age_p50_s"] = round(pct(ages, 0.5), 1)
@@ -168,6 +189,12 @@ def main():
             "p50": round(c50 / t50, 1), "p50_bootstrap_95": [round(x, 1) for x in bootstrap_ratio(times["cold"], times["take"])],
             "p95": round(pct(times["cold"], 0.95) / pct(times["take"], 0.95), 1), "n_each": a.takes,
             "target": "p50 ratio >= 20 (issue 18)"}
+        if a.host_ids_arm:
+            result["userns_cost_take"] = {
+                "p50_ratio": round(pct(times["take"], 0.5) / pct(times["take_hostids"], 0.5), 3),
+                "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times["take"], times["take_hostids"])],
+                "p50_difference_s": round(pct(times["take"], 0.5) - pct(times["take_hostids"], 0.5), 4), "n_each": a.takes,
+                "method": "take p50 from a pool of siblings in user namespaces of their own (the default) over take p50 from a pool with host ids, same run, interleaved"}
         made = sum(m for m, _ in pool.fills)
         secs = sum(s for _, s in pool.fills)
         per = [p["fill_s"]["total_s"] for p in pool.parked]
@@ -176,7 +203,8 @@ def main():
                           "per_sibling_p50_s": round(pct(per, 0.5), 3),
                           "per_sibling_breakdown_p50_s": {k: round(pct([p["fill_s"][k] for p in pool.parked], 0.5), 3) for k in pool.parked[0]["fill_s"]}}
     finally:
-        pool.drain()
+        for p in pools.values():
+            p.drain()
         remove_checkpoint(c)
     write_result(result, a.out)
 
