@@ -60,6 +60,7 @@ fn assert_renderers_sandboxed(rec: &Session) {
     let browser = browser_pid(rec);
     let args = cmdline(browser);
     assert!(!args.iter().any(|a| a == "--no-sandbox"), "Chromium of a userns session runs without --no-sandbox: {args:?}");
+    assert_eq!(rec.desktop.as_ref().unwrap().chromium_sandbox, Some(true), "the record says the browser runs its sandbox");
 
     let bst = status(browser);
     let b_filters: u32 = bst["Seccomp_filters"].parse().unwrap();
@@ -119,6 +120,7 @@ fn a_session_without_its_own_user_namespace_keeps_nested_namespaces_refused() {
     assert!(rec.id_range.is_none());
     let args = cmdline(browser_pid(&rec));
     assert!(args.iter().any(|a| a == "--no-sandbox"), "Chromium of a host-root session keeps --no-sandbox: {args:?}");
+    assert_eq!(rec.desktop.as_ref().unwrap().chromium_sandbox, Some(false), "the record says the browser runs unsandboxed");
     let o = exec_root(&line, "for f in U p n Up Un; do unshare -$f true 2>/dev/null; echo $f=$?; done; for f in /etc/chromium.d/*; do . $f; done; echo \"flags: $CHROMIUM_FLAGS\"");
     let out = text(&o.stdout);
     for f in ["U", "p", "n", "Up", "Un"] {
@@ -293,6 +295,7 @@ fn a_restored_userns_sibling_gets_chromiums_sandbox_back_with_drums_desktop_sand
     let old_browser = browser_pid(&before);
     let old_start = drums::proc::start_time(old_browser).unwrap();
     assert!(cmdline(old_browser).iter().any(|a| a == "--no-sandbox"), "the restored Chromium is its checkpoint's, unsandboxed");
+    assert_eq!(before.desktop.as_ref().unwrap().chromium_sandbox, Some(false), "the sibling's record says so: its checkpoint's value");
 
     // Nested PID namespaces made by anything else in the session are found too: one made through
     // drums-ns exec, in a sibling whose Chromium runs unsandboxed, is refused with the same reason.

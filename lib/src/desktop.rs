@@ -304,6 +304,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     if let Some(e) = watched.iter().find_map(Watched::gone) {
         return Err(e);
     }
+    let chromium_sandbox = procs.iter().find(|p| p.role == "chromium").and_then(|p| p.host_pid).map(runs_sandboxed);
     session.desktop = Some(Desktop {
         display: o.display,
         width: o.width,
@@ -321,6 +322,7 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
         glx: o.glx,
         user: Some(account.name.clone()),
         guest_user: o.guest.then(|| guest_account.name.clone()),
+        chromium_sandbox,
     });
     Ok(())
 }
@@ -375,9 +377,7 @@ pub fn sandbox_chromium(session: &mut Session, extra_chromium_args: &[String]) -
     if crate::proc::ns_inode(old, "pid")? != ns.inodes.pid {
         return Err(Error::failed(format!("session {}: host pid {old} of its record's chromium is not in the session's PID namespace", session.id)));
     }
-    let cmdline = std::fs::read(format!("/proc/{old}/cmdline")).unwrap_or_default();
-    // Chromium rewrites its command line as one string: the flag is a word of it, whatever the separator.
-    if !cmdline.split(|&b| b == 0 || b == b' ').any(|w| w == b"--no-sandbox") {
+    if runs_sandboxed(old) {
         return Ok(ChromiumRestart { restarted: false, seconds: 0.0 });
     }
     let init = ns.init_pid;
@@ -429,9 +429,18 @@ pub fn sandbox_chromium(session: &mut Session, extra_chromium_args: &[String]) -
     env.extend(extra_env);
     let (p, w) = spawn_watched(session, init, "chromium", &args, env, (account.uid, account.gid))?;
     wait_for_chromium(init, w.clone(), &[w])?;
+    let sandboxed = p.host_pid.map(runs_sandboxed);
     let desktop = session.desktop.as_mut().expect("checked above");
     desktop.processes[idx] = p;
+    desktop.chromium_sandbox = sandboxed;
     Ok(ChromiumRestart { restarted: true, seconds: t0.elapsed().as_secs_f64() })
+}
+
+/// Whether the Chromium at host pid `pid` runs its own sandbox: its command line has no `--no-sandbox`.
+/// Chromium rewrites its command line as one string, so the flag is a word of it, whatever the separator.
+fn runs_sandboxed(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    !cmdline.split(|&b| b == 0 || b == b' ').any(|w| w == b"--no-sandbox")
 }
 
 /// The environment of every desktop process (and so of what the guest launches) on display `display`,

@@ -157,6 +157,12 @@ pub struct Desktop {
     /// The account the guest runs as; null: no guest (or an older record).
     #[serde(default)]
     pub guest_user: Option<String>,
+    /// Whether the desktop's Chromium runs its own sandbox (its command line has no `--no-sandbox`), read
+    /// from the running browser when drums-desktop started or restarted it; a restored sibling keeps its
+    /// checkpoint's value, which is false (drums(7), "Chromium's sandbox"). Null: no Chromium, or a
+    /// record of older tools.
+    #[serde(default)]
+    pub chromium_sandbox: Option<bool>,
 }
 
 fn yes() -> bool {
