@@ -498,3 +498,80 @@ fn a_rollout_gets_the_network_policy_it_asks_for() {
     ours.extend(session_ids(&recs));
     assert_nothing_left(&before, &ours);
 }
+
+/// The pids of every process of a local cluster (those carrying its marker).
+fn cluster_pids(tag: &str) -> Vec<i32> {
+    ray_processes(tag).iter().filter_map(|p| p.split(' ').next()?.parse().ok()).collect()
+}
+
+/// A driver killed with SIGKILL while its local cluster runs sessions leaves nothing running: each
+/// node's `ray start` gets SIGTERM from its parent-death signal and stops its node (raylet and GCS gone
+/// within 60 s); `python3 -m drums_ray reap-local` ends whatever of the cluster outlived that and removes
+/// its temp directory and root; the dead actors' sessions are orphans, destroyed by the sweep.
+#[test]
+fn a_killed_driver_leaves_no_local_cluster() {
+    require_root();
+    require_ray();
+    let _lock = session_lock();
+    let before = inventory();
+    let out = out_dir("driver");
+    let mut child = spawn(&out, &["--rollouts", "2", "--hold", "120"]);
+    let tag = child.id().to_string();
+    let root = Path::new("/var/lib/drums/ray-local").join(&tag);
+    let tmp = PathBuf::from(format!("/tmp/drums-ray-{tag}"));
+    let held = out.join("held");
+    let t0 = Instant::now();
+    while std::fs::read_dir(&held).map(|d| d.count()).unwrap_or(0) == 0 {
+        assert!(child.try_wait().unwrap().is_none(), "the driver ended before any session was taken");
+        assert!(t0.elapsed() < Duration::from_secs(150), "no session was taken in 150 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ours_before = cluster_pids(&tag);
+    assert!(!ours_before.is_empty() && root.join("owner.json").exists() && tmp.exists(), "the cluster runs, with its owner file");
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+    let _ = child.wait();
+
+    let core = |tag: &str| ray_processes(tag).into_iter().filter(|p| p.ends_with(" raylet") || p.ends_with(" gcs_server")).collect::<Vec<_>>();
+    let t1 = Instant::now();
+    while !core(&tag).is_empty() {
+        assert!(t1.elapsed() < Duration::from_secs(60), "the nodes did not stop within 60 s of their driver's death: {:?}", core(&tag));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    let o = Command::new("python3")
+        .args(["-m", "drums_ray", "reap-local"])
+        .env("PYTHONPATH", repo_root().join("pipelines/ray"))
+        .output()
+        .expect("python3 -m drums_ray reap-local");
+    assert_eq!(o.status.code(), Some(0), "reap-local: {}{}", text(&o.stdout), text(&o.stderr));
+    let reaped: Vec<Value> = text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(reaped.iter().any(|r| r["type"] == "ray_local_reaped" && r["tag"] == tag.as_str()), "our cluster was reaped: {reaped:?}");
+    assert!(ray_processes(&tag).is_empty(), "processes of the cluster are left: {:?}", ray_processes(&tag));
+    assert!(!root.exists() && !tmp.exists(), "the cluster's root {} or temp directory {} is left", root.display(), tmp.display());
+    // Nor the dead actors' pool spools (named by their pid and start time).
+    let pools: Vec<String> = std::fs::read_dir("/tmp/drums-ray-pools").into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let left: Vec<&String> = pools.iter().filter(|n| n.split('-').next().and_then(|p| p.parse::<i32>().ok()).is_some_and(|p| ours_before.contains(&p))).collect();
+    assert!(left.is_empty(), "pool directories of the dead actors are left: {left:?}");
+    // Asked again: nothing of ours to reap.
+    let o = Command::new("python3").args(["-m", "drums_ray", "reap-local"]).env("PYTHONPATH", repo_root().join("pipelines/ray")).output().unwrap();
+    assert!(!text(&o.stdout).contains(&format!("\"tag\": \"{tag}\"")), "{}", text(&o.stdout));
+
+    // The sessions the dead actors owned: orphans, destroyed by id (the cron sweep's grace would keep
+    // them another 60 s).
+    let report = run_ok("drums-sweep", &["--report"], "");
+    let inv: Value = serde_json::from_str(report.trim()).unwrap();
+    let ids: Vec<String> = inv["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["owner"]["pid"].as_i64().is_some_and(|p| ours_before.contains(&(p as i32))) && s["owner_alive"] == false)
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    if !ids.is_empty() {
+        let args: Vec<&str> = ids.iter().flat_map(|i| ["--session", i.as_str()]).collect();
+        let o = run("drums-sweep", &args, "");
+        assert_eq!(o.status.code(), Some(0), "drums-sweep of the dead actors' sessions: {}", text(&o.stderr));
+    }
+    assert_nothing_left(&before, &ids);
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -8,13 +8,89 @@ one machine would take each other's objects for leftovers. Both nodes therefore 
 root and address pool; each has its own checkpoint root and its own session owner (its actor). On real
 hosts each node has its own everything (docs/ray.md).
 """
-import json, os, shutil, signal, socket, subprocess, sys, time
+import ctypes, json, os, shutil, signal, socket, subprocess, sys, time
 
 from . import config
+from .proc import start_time
 
 RAY_DIR = os.environ.get("DRUMS_RAY_DIR", "/var/lib/drums/ray")
 LOCAL_ROOT = os.environ.get("DRUMS_RAY_LOCAL_ROOT", "/var/lib/drums/ray-local")
 MARKER = "DRUMS_RAY_CLUSTER"
+# The driver that started a local cluster, in its root: a cluster whose driver is gone is an orphan.
+OWNER_FILE = "owner.json"
+PR_SET_PDEATHSIG = 1
+
+
+def tmp_dir(tag):
+    return f"/tmp/drums-ray-{tag}"
+
+
+def marker_pids(tag):
+    """Every process that carries the marker of cluster `tag` (drums_ray.local.LocalCluster.our_pids)."""
+    key = f"{MARKER}={tag}".encode()
+    pids = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if key in open(f"/proc/{d}/environ", "rb").read().split(b"\0"):
+                    pids.add(int(d))
+            except OSError:
+                pass
+    pids.discard(os.getpid())
+    return pids
+
+
+def orphaned_tags(grace_s=60):
+    """The local clusters under LOCAL_ROOT whose driver (its owner file) is gone, or that have had no
+    owner file for `grace_s` (a driver killed before it wrote one; a younger root may be a cluster being
+    started right now)."""
+    tags = []
+    for tag in sorted(os.listdir(LOCAL_ROOT)) if os.path.isdir(LOCAL_ROOT) else []:
+        root = os.path.join(LOCAL_ROOT, tag)
+        try:
+            owner = json.load(open(os.path.join(root, OWNER_FILE)))
+            alive = start_time(owner["pid"]) == owner["start_time"]
+        except (OSError, ValueError, KeyError, TypeError):
+            try:
+                alive = time.time() - os.stat(root).st_mtime < grace_s
+            except OSError:
+                continue
+        if not alive:
+            tags.append(tag)
+    return tags
+
+
+def reap_orphans():
+    """End what local clusters of dead drivers left: their processes (SIGKILL: no driver is left to stop
+    them in order), their Ray temp directories and their roots. One record per cluster reaped. A killed
+    driver's nodes mostly stop by themselves (each node's `ray start` gets SIGTERM when the driver dies);
+    this is for what outlives them (agents, workers) and for the directories."""
+    reaped = []
+    for tag in orphaned_tags():
+        killed = set()
+        for _ in range(3):
+            pids = marker_pids(tag)
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        left = sorted(marker_pids(tag))
+        shutil.rmtree(tmp_dir(tag), ignore_errors=True)
+        if not left:
+            shutil.rmtree(os.path.join(LOCAL_ROOT, tag), ignore_errors=True)
+        reaped.append({"type": "ray_local_reaped", "tag": tag, "killed": sorted(killed), "left_pids": left})
+    return reaped
+
+
+def _die_with_driver():
+    """In each node's `ray start`, before exec: SIGTERM when the driver dies, which `ray start --block`
+    answers by stopping its node's processes (what stop() relies on too)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def free_port():
@@ -39,7 +115,7 @@ class LocalCluster:
     def __init__(self, tag=None, slots=4, object_store_bytes=1 << 30):
         self.tag = tag or f"{os.getpid()}"
         self.base = os.path.join(LOCAL_ROOT, self.tag)
-        self.tmp = f"/tmp/drums-ray-{self.tag}"
+        self.tmp = tmp_dir(self.tag)
         self.slots = slots
         self.store = object_store_bytes
         self.procs = {}
@@ -80,15 +156,18 @@ class LocalCluster:
             args += ["--address", self.address]
         log = open(os.path.join(self.tmp, f"{name}.log"), "w")
         # A process group of its own: stop() ends the node's processes, and only those.
-        self.procs[name] = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_driver)
         self.nodes[name] = {"slots": slots, "checkpoint_dir": env["DRUMS_CHECKPOINT_DIR"], "mapped_dir": env["DRUMS_MAPPED_DIR"], "temp_dir": temp}
 
     def start(self, timeout=120):
         """Start the head, connect this process to it (ray.init), start the second node; returns once
         both offer drums_session."""
         require_ray()
+        self.reaped = reap_orphans()
         os.makedirs(self.tmp, exist_ok=True)
         os.makedirs(self.base, mode=0o700, exist_ok=True)
+        with open(os.path.join(self.base, OWNER_FILE), "w") as f:
+            json.dump({"pid": os.getpid(), "start_time": start_time(os.getpid())}, f)
         import ray
         self._start("head", True)
         t0 = time.monotonic()
@@ -134,17 +213,7 @@ class LocalCluster:
         marker DRUMS_RAY_CLUSTER=<tag> from its node's ray start (workers rename themselves ray::IDLE,
         agents outlive their raylet for a while, so neither command lines nor the process tree find them
         all). The Drums actor does not pass the marker to the tools, so no session process carries it."""
-        pids = set(p.pid for p in self.procs.values() if p.poll() is None)
-        key = f"{MARKER}={self.tag}".encode()
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    if key in open(f"/proc/{d}/environ", "rb").read().split(b"\0"):
-                        pids.add(int(d))
-                except OSError:
-                    pass
-        pids.discard(os.getpid())
-        return pids
+        return set(p.pid for p in self.procs.values() if p.poll() is None) | marker_pids(self.tag)
 
     def stop(self, timeout=30):
         """SIGTERM to each node's ray start (it stops its node's processes), then SIGKILL to whatever of

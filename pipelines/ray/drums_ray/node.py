@@ -21,8 +21,24 @@ restored on the spot with host ids so that snapshot can checkpoint it.
 import hashlib, json, os, shutil, subprocess, tempfile, threading, time
 
 from . import checkpoints, config
+from .proc import start_time
 
 import benchlib  # noqa: E402  (config put pipelines/ on sys.path)
+
+
+POOL_BASES = os.path.join(tempfile.gettempdir(), "drums-ray-pools")
+
+
+def reap_dead_pool_bases():
+    """Remove the pool directories of actors that are gone (named PID-STARTTIME, drums_ray.proc.start_time):
+    what an actor killed before its stop() left. The names that are removed."""
+    gone = []
+    for name in sorted(os.listdir(POOL_BASES)) if os.path.isdir(POOL_BASES) else []:
+        pid, _, start = name.partition("-")
+        if pid.isdigit() and start.isdigit() and start_time(int(pid)) != int(start):
+            shutil.rmtree(os.path.join(POOL_BASES, name), ignore_errors=True)
+            gone.append(name)
+    return gone
 
 
 class Full(Exception):
@@ -55,8 +71,12 @@ class DrumsNode:
             if k in os.environ:
                 self.env[k] = os.environ[k]
         # The actor's pools: spools of its own (one directory per network policy, _pool_env), beside any
-        # pool of the same checkpoint on the machine.
-        self.pool_base = tempfile.mkdtemp(prefix="drums-ray-pool-")
+        # pool of the same checkpoint on the machine, in a directory named by this process's pid and start
+        # time, so that the next actor on the node removes what a killed one left (its sessions are the
+        # sweep's: drums-sweep finds them from their ledgers, not their spools).
+        reap_dead_pool_bases()
+        self.pool_base = os.path.join(POOL_BASES, f"{os.getpid()}-{start_time(os.getpid())}")
+        os.makedirs(self.pool_base, mode=0o700, exist_ok=True)
         self.lock = threading.Lock()
         self.taken = {}       # session id -> (record text, the environment its tools ran in)
         self.inflight = 0     # sessions being restored at take
