@@ -212,7 +212,7 @@ pub fn checkpoint(session: &Session, o: &CkptOptions) -> Result<Checkpoint> {
         for (i, l) in overlay.layers.iter().enumerate() {
             let to = partial.join("layers").join(i.to_string());
             std::fs::create_dir_all(to.parent().unwrap()).ctx("create directory", &to)?;
-            crate::overlay::copy_tree(l, &to)?;
+            crate::overlay::copy::copy_tree(l, &to)?;
         }
         Ok(c)
     });
@@ -363,7 +363,7 @@ pub const ENV_PROGRAM: &str = "DRUMS_CKPT_PROGRAM";
 pub const ENV_FROM: &str = "DRUMS_CKPT_LAYER_FROM";
 pub const ENV_TO: &str = "DRUMS_CKPT_LAYER_TO";
 pub const ENV_REPORT: &str = "DRUMS_CKPT_LAYER_REPORT";
-/// In a checkpoint being made: what the layer copy left out (`overlay::Dropped`, JSON).
+/// In a checkpoint being made: what the layer copy left out (`overlay::copy::Dropped`, JSON).
 const LAYER_REPORT_FILE: &str = "layer-copy.json";
 
 /// CRIU runs the action script with `sh -c PATH`: a checkpoint root whose path the shell would split or
@@ -383,7 +383,7 @@ fn remove_if_there(p: &Path) -> Result<()> {
     }
 }
 
-fn read_layer_report(p: &Path) -> Result<crate::overlay::Dropped> {
+fn read_layer_report(p: &Path) -> Result<crate::overlay::copy::Dropped> {
     let b = std::fs::read(p).map_err(|e| Error::failed(format!("the layer copy left no report at {} ({e}): did CRIU run the post-dump action?", p.display())))?;
     let d = serde_json::from_slice(&b).map_err(|e| Error::failed(format!("{}: {e}", p.display())))?;
     std::fs::remove_file(p).ctx("remove", p)?;
@@ -391,7 +391,7 @@ fn read_layer_report(p: &Path) -> Result<crate::overlay::Dropped> {
 }
 
 /// `drums-ckpt copy-layer`, run by CRIU's post-dump action (`POST_DUMP_SCRIPT`) while the session is
-/// frozen: copy the upper named by the environment into the checkpoint layer (`overlay::copy_layer`) and
+/// frozen: copy the upper named by the environment into the checkpoint layer (`overlay::copy::copy_layer`) and
 /// write what was left out beside it. The environment comes from drums-ckpt through CRIU; it is checked
 /// all the same (a session's upper, a layer being made, its report): bad input (exit 3) otherwise.
 pub fn copy_layer_action() -> Result<()> {
@@ -415,7 +415,7 @@ pub fn copy_layer_action() -> Result<()> {
     if report != crate::state::checkpoint_root().join(format!("{id}.partial")).join(LAYER_REPORT_FILE) {
         return Err(Error::bad_input(format!("{ENV_REPORT}: {} is not {LAYER_REPORT_FILE} of the checkpoint being made", report.display())));
     }
-    let dropped = crate::overlay::copy_layer(&from, &to)?;
+    let dropped = crate::overlay::copy::copy_layer(&from, &to)?;
     std::fs::write(&report, serde_json::to_vec(&dropped).expect("serializes")).ctx("write", &report)
 }
 

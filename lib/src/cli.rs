@@ -127,6 +127,32 @@ pub fn require_root() -> Result<()> {
 /// The clap `long_version` every tool shows.
 pub const VERSION_TEXT: &str = concat!(env!("CARGO_PKG_VERSION"), " (record format 1)");
 
+/// The top of the command line of a tool that is one of its subcommands (drums-ns, drums-cgroup, ...):
+/// `pub struct Args { pub cmd: Cmd }`, named as given and versioned as every tool is, with the `///` text
+/// given as the tool's description. The tool's `cli.rs` keeps what is its own, the name, the description
+/// and its `Cmd` enum; this holds the part that is the same in each.
+///
+/// ```ignore
+/// drums::subcommand_args! {
+///     /// What the tool does (the first line of --help and the man page's NAME).
+///     "drums-NAME"
+/// }
+/// ```
+#[macro_export]
+macro_rules! subcommand_args {
+    ($(#[$($attr:tt)*])* $name:literal) => {
+        $(#[$($attr)*])*
+        #[derive(clap::Parser)]
+        #[command(name = $name, version = $crate::cli::VERSION_TEXT)]
+        pub struct Args {
+            // Required: without one the tool is a usage error at once, before reading anything (a terminal
+            // on stdin would otherwise be waited on for a record).
+            #[command(subcommand)]
+            pub cmd: Cmd,
+        }
+    };
+}
+
 /// The one byte-size grammar of every Drums option: a non-negative number, integer or decimal, with an
 /// optional unit K, M, G or T (powers of 1024, either case), which may be followed by `i`, `B` or `iB`:
 /// `4096`, `512K`, `64M`, `1.5G`, `4GB`, `4GiB`, `1T`. A decimal size is rounded to the nearest byte. Documented in

@@ -255,7 +255,7 @@ pub(crate) const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
 /// Give everything below `dir` (not `dir` itself) the range's ids for the ids it has: host id N becomes
 /// base+N. For the few files a restore moves from its checkpoint layer into the sibling's upper
-/// (overlay::promote_into_upper), which an upper cannot show through an idmapped mount; links are
+/// (overlay::copy::promote_into_upper), which an upper cannot show through an idmapped mount; links are
 /// changed, never followed.
 pub fn shift_tree(dir: &Path, r: &IdRange) -> Result<()> {
     use std::os::unix::fs::MetadataExt;

@@ -20,9 +20,11 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const PAGE: &str = include_str!("page.html");
-const LIVE: &str = include_str!("live.html");
-const CHARTS: &str = include_str!("charts.html");
+// Every page starts with the same head (head.html: doctype, language, character set); a page's own file
+// holds the rest, from its title on. Joined at compile time: each page is served as one constant.
+const PAGE: &str = concat!(include_str!("head.html"), include_str!("page.html"));
+const LIVE: &str = concat!(include_str!("head.html"), include_str!("live.html"));
+const CHARTS: &str = concat!(include_str!("head.html"), include_str!("charts.html"));
 
 pub struct ServeOptions {
     pub listen: SocketAddr,
@@ -415,6 +417,18 @@ mod tests {
         assert!(check_listen(&format!("[::1]:{hi}").parse().unwrap()).is_ok());
         assert!(check_listen(&format!("0.0.0.0:{lo}").parse().unwrap()).is_err());
         assert!(check_listen(&format!("127.0.0.1:{}", hi + 1).parse().unwrap()).is_err());
+    }
+
+    #[test]
+    fn every_page_is_one_document_with_the_shared_head() {
+        let head = include_str!("head.html");
+        for page in [PAGE, LIVE, CHARTS] {
+            // A page's own file starts at its title: a second head in it would make two documents.
+            let own = page.strip_prefix(head).expect("the shared head first");
+            assert!(own.starts_with("<title>Drums: "), "{:?}", own.lines().next());
+            assert_eq!(page.matches("<!doctype html>").count(), 1);
+            assert!(page.trim_end().ends_with("</html>"));
+        }
     }
 
     #[test]

@@ -261,6 +261,13 @@ class Agent:
         self.write(url + "\n")
         return self.wait("document-web", title, timeout=timeout)
 
+    def choose(self, combo, item, timeout=DEFAULT_WAIT):
+        """Pick `item` of the drop-down list named `combo` (a settings page's select): open the list, click
+        the item, and return it once the list shows it selected (closed again, so not showing)."""
+        self.click_wait("combo-box", combo, timeout=timeout)
+        self.click_wait("menu-item", item, timeout=timeout)
+        return self.wait("menu-item", item, timeout=timeout, showing=False, pick=lambda n: n.state("selected"))
+
     def toggle_on(self, role, name, timeout=DEFAULT_WAIT, **kw):
         """Click a check box or toggle unless it is already on; wait until it shows on."""
         node = self.wait(role, name, timeout=timeout, **kw)

@@ -1,15 +1,12 @@
 //! drums-cgroup's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS of
 //! man/drums-cgroup.1 from it without running the tool (README, "Adding a tool").
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use drums::cgroup;
 use std::path::PathBuf;
 
-/// Per-session cgroups: limits read back from the kernel, telemetry, freeze and thaw, removal.
-#[derive(Parser)]
-#[command(name = "drums-cgroup", version = drums::cli::VERSION_TEXT)]
-pub struct Args {
-    #[command(subcommand)]
-    pub cmd: Cmd,
+drums::subcommand_args! {
+    /// Per-session cgroups: limits read back from the kernel, telemetry, freeze and thaw, removal.
+    "drums-cgroup"
 }
 
 #[derive(Subcommand)]

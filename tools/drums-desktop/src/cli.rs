@@ -1,18 +1,12 @@
 //! drums-desktop's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS
 //! of man/drums-desktop.1 from it without running the tool (README, "Adding a tool").
-use clap::{Parser, Subcommand};
-use drums::cli;
+use clap::Subcommand;
 use drums::desktop::{DEFAULT_TITLE, DEFAULT_URL};
 use std::path::PathBuf;
 
-/// Start the desktop inside the session on stdin and print the record with its `desktop` section.
-#[derive(Parser)]
-#[command(name = "drums-desktop", version = cli::VERSION_TEXT)]
-pub struct Args {
-    // Required: without one the tool is a usage error at once, before reading anything (a terminal on
-    // stdin would otherwise be waited on for a record).
-    #[command(subcommand)]
-    pub cmd: Cmd,
+drums::subcommand_args! {
+    /// Start the desktop inside the session on stdin and print the record with its `desktop` section.
+    "drums-desktop"
 }
 
 #[derive(Subcommand)]

@@ -1,16 +1,13 @@
 //! drums-net's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS of
 //! man/drums-net.1 from it without running the tool (README, "Adding a tool").
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use drums::cli;
 use std::path::PathBuf;
 
-/// A live session's network policy: show it with its counters, or change it (drums(7), "Network
-/// boundary").
-#[derive(Parser)]
-#[command(name = "drums-net", version = cli::VERSION_TEXT)]
-pub struct Args {
-    #[command(subcommand)]
-    pub cmd: Cmd,
+drums::subcommand_args! {
+    /// A live session's network policy: show it with its counters, or change it (drums(7), "Network
+    /// boundary").
+    "drums-net"
 }
 
 #[derive(Subcommand)]

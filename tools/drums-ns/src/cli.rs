@@ -1,18 +1,13 @@
 //! drums-ns's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS of
 //! man/drums-ns.1 from it without running the tool (README, "Adding a tool").
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use drums::cli;
 use std::path::PathBuf;
 
-/// Create a session's PID, mount, IPC, UTS and network namespaces with its init as PID 1 and a veth
-/// pair, or run a command inside a session.
-#[derive(Parser)]
-#[command(name = "drums-ns", version = cli::VERSION_TEXT)]
-pub struct Args {
-    // Required: without one the tool is a usage error at once, before reading anything (a terminal on
-    // stdin would otherwise be waited on for a record).
-    #[command(subcommand)]
-    pub cmd: Cmd,
+drums::subcommand_args! {
+    /// Create a session's PID, mount, IPC, UTS and network namespaces with its init as PID 1 and a veth
+    /// pair, or run a command inside a session.
+    "drums-ns"
 }
 
 #[derive(Subcommand)]

@@ -1,19 +1,14 @@
 //! drums-overlay's command line. It lives apart from main.rs so that tests/man.rs can render the OPTIONS
 //! of man/drums-overlay.1 from it without running the tool (README, "Adding a tool").
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use drums::cli;
 use std::path::PathBuf;
 
-/// Mount or remove a session's overlayfs root: a per-session upper on a tmpfs over read-only layers over
-/// the runtime layer over the session's root image (never the host's `/`). `create` starts a new session
-/// and prints its record; `image` lists, checks and digests root images.
-#[derive(Parser)]
-#[command(name = "drums-overlay", version = cli::VERSION_TEXT)]
-pub struct Args {
-    // Required: without one the tool is a usage error at once, before reading anything (a terminal on
-    // stdin would otherwise be waited on for a record).
-    #[command(subcommand)]
-    pub cmd: Cmd,
+drums::subcommand_args! {
+    /// Mount or remove a session's overlayfs root: a per-session upper on a tmpfs over read-only layers over
+    /// the runtime layer over the session's root image (never the host's `/`). `create` starts a new session
+    /// and prints its record; `image` lists, checks and digests root images.
+    "drums-overlay"
 }
 
 #[derive(Subcommand)]

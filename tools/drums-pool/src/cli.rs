@@ -1,16 +1,13 @@
 //! drums-pool's command line (drums-pool(1)): the definition its --help prints and its man page's
 //! options follow.
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use drums::cli;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Warm pools: fill a checkpoint's pool with parked siblings, take one, drain the pool, show it.
-#[derive(Parser)]
-#[command(name = "drums-pool", version = cli::VERSION_TEXT)]
-pub struct Args {
-    #[command(subcommand)]
-    pub cmd: Cmd,
+drums::subcommand_args! {
+    /// Warm pools: fill a checkpoint's pool with parked siblings, take one, drain the pool, show it.
+    "drums-pool"
 }
 
 #[derive(Subcommand)]

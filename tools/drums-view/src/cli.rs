@@ -1,17 +1,13 @@
 //! drums-view's command line (drums-view(1)): the definition its --help prints and its man page's
 //! options follow.
-use clap::{Parser, Subcommand};
-use drums::cli;
+use clap::Subcommand;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// Watch sessions live: a VNC server on a session's display, started on demand, and a web page over
-/// every session, pool, checkpoint and image of this host.
-#[derive(Parser)]
-#[command(name = "drums-view", version = cli::VERSION_TEXT)]
-pub struct Args {
-    #[command(subcommand)]
-    pub cmd: Cmd,
+drums::subcommand_args! {
+    /// Watch sessions live: a VNC server on a session's display, started on demand, and a web page over
+    /// every session, pool, checkpoint and image of this host.
+    "drums-view"
 }
 
 #[derive(Subcommand)]

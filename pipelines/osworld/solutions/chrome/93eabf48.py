@@ -9,6 +9,4 @@ from agent import Agent
 def solve(env, obs):
     a = Agent(env)
     a.browse("chrome://settings/appearance", re.compile("^Settings"))
-    a.click_wait("combo-box", "Mode")
-    a.click_wait("menu-item", " Light ")
-    a.wait("menu-item", " Light ", showing=False, pick=lambda n: n.state("selected"))
+    a.choose("Mode", " Light ")

@@ -7,6 +7,4 @@ from agent import Agent
 def solve(env, obs):
     a = Agent(env)
     a.browse("chrome://settings/appearance", re.compile("^Settings"))
-    a.click_wait("combo-box", "Font size")
-    a.click_wait("menu-item", " Very large ")
-    a.wait("menu-item", " Very large ", showing=False, pick=lambda n: n.state("selected"))
+    a.choose("Font size", " Very large ")
