@@ -730,7 +730,7 @@ fn comm(path: &Path) -> String {
 /// from the attacker's side: a process of the checkpoint connects, as fast as it can, to the stand-in's web
 /// server and to two always-denied addresses (where the stand-in answers too, so a leak would show as a
 /// request it logs), from the moment CRIU resumes it. The thread that applies the policy is held stopped
-/// (ptrace) from its start until 300 ms after CRIU has exited (or, when CRIU is not seen among the
+/// (ptrace) from its start until 300 ms after CRIU has exited (or, should CRIU not be seen among the
 /// restore's children, 5 s), so the sibling runs without its policy for that long. Until the policy is in place (`egress.applied_at`, taken before the sibling's route is made)
 /// every attempt fails at once (no route), none hangs, nothing reaches the stand-in; afterwards the web
 /// server is reached and the denied addresses are refused at once. The source runs under `none`, where the
@@ -775,10 +775,11 @@ fn a_sibling_reaches_nothing_before_its_policy_is_in_place() {
         std::thread::sleep(Duration::from_micros(200));
     };
     let held = Held::stop(tid);
-    // CRIU (a child of the restore's main thread) runs, and exits (reaped, or a zombie while the main
-    // thread waits for the ledger): the sibling's processes run from then on.
+    // CRIU (a child of the restore's thread for this sibling) runs, and exits (reaped, or a zombie while
+    // that thread waits for the ledger): the sibling's processes run from then on.
     let criu = |state: Option<char>| {
-        let kids = std::fs::read_to_string(proc_dir.join("task").join(restore.id().to_string()).join("children")).unwrap_or_default();
+        // Children of any of the restore's threads (a worker thread restores each sibling).
+        let kids: String = std::fs::read_dir(proc_dir.join("task")).into_iter().flatten().flatten().map(|t| std::fs::read_to_string(t.path().join("children")).unwrap_or_default() + " ").collect();
         kids.split_whitespace().any(|k| {
             let p = PathBuf::from(format!("/proc/{k}"));
             let st = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
