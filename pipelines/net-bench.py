@@ -33,7 +33,13 @@ With --before-tools DIR (another build's tools, e.g. the commit before a change,
   more arms in every round, cold_none_before, restore_none_before, cold_internet_before and
   restore_internet_before, the same commands run with DIR's tools (PATH, and DRUMS_TOOLS_DIR for
   pipelines/cold.sh), interleaved with the others; then the ratios after/before per arm, same run.
-Usage: pipelines/net-bench.py [--starts 20] [--depth 4] [--downloads 5] [--max-sessions 256] [--before-tools DIR] [--out FILE]
+With --other-tables N: one more arm in every round, restore_internet_tables, the restore under `internet`
+  with N other policy tables on the host, as many sessions would leave them: before that start (untimed)
+  one nft transaction adds N tables `inet netbench_other_<k>`, each a copy of the probe session's policy
+  table (sets, counters, chains and rules) without its hooks (so no packet of anyone's passes through
+  them), and after it (untimed) one transaction deletes them; its egress.apply_times.nft_ms against
+  restore_internet's, same run, says what other tables cost the session's table.
+Usage: pipelines/net-bench.py [--starts 20] [--depth 4] [--downloads 5] [--max-sessions 256] [--before-tools DIR] [--other-tables N] [--out FILE]
 """
 import argparse, json, os, statistics, subprocess, sys, time
 
@@ -173,6 +179,20 @@ def bytes_in(rec):
     return None
 
 
+def hookless_table(rec):
+    """The probe session's policy table as `nft list` prints it, with TABLE for its name and without the
+    lines that hook its chains (type ... hook ...), so that copies of it cost nft's cache what another
+    session's table does and touch no packet."""
+    name = rec["egress"]["nft_table"].split()[-1]
+    listing = sh(["nft", "list", "table", "inet", name])
+    lines = [l for l in listing.splitlines() if " hook " not in l]
+    return "\n".join(lines).replace(f"table inet {name} ", "table inet TABLE ") + "\n"
+
+
+def delete_other_tables(n):
+    sh(["nft", "-f", "-"], stdin="".join(f"add table inet netbench_other_{k}\ndelete table inet netbench_other_{k}\n" for k in range(n)))
+
+
 def inventory_counts(inv):
     return {"sessions": len(inv["sessions"]), "slots": len(inv["slots"]), "mounts": len(inv["mounts"]), "links": len(inv["links"]),
             "cgroups": len(inv["cgroups"]), "processes": sum(not p["zombie"] for p in inv["processes"]),
@@ -188,6 +208,7 @@ def main():
                     help="the pool fill's count ceiling (drums-pool fill --max-sessions): other work's sessions on the host count too, and at the "
                          "default 32 a busy host stops the refills and every take fails")
     ap.add_argument("--before-tools", metavar="DIR", help="another build's tools: run the cold and restore arms with them too, interleaved")
+    ap.add_argument("--other-tables", type=int, default=0, metavar="N", help="an arm restore_internet_tables: the restore with N other (hookless) policy tables on the host")
     ap.add_argument("--out")
     a = ap.parse_args()
     lock = bench_lock()  # noqa: F841 - held for the whole run
@@ -213,6 +234,10 @@ def main():
                 arm = f"{k}_{p}_before"
                 arms.insert(arms.index(f"{k}_{p}") + 1, arm)
                 envs[arm] = dict(ENVS[p], PATH=before + ":" + ENVS[p]["PATH"], DRUMS_TOOLS_DIR=before)
+    if a.other_tables:
+        arms.insert(arms.index("restore_internet") + 1, "restore_internet_tables")
+        envs["restore_internet_tables"] = ENVS["internet"]
+    other_template, other_made = "", False
     times = {arm: [] for arm in arms}
     first_wall, first_inner, first_attempts, first_fail = [], [], [], []
     dl = {"drums_session": [], "host_uplink": []}
@@ -230,6 +255,8 @@ def main():
             raise
         try:
             check_session_routes(json.loads(ns))
+            if a.other_tables:
+                other_template = hookless_table(json.loads(ns))
         finally:
             destroy(ns)
         src = source_session(ENVS["none"])  # host ids: drums-ckpt's source
@@ -246,6 +273,9 @@ def main():
             for arm in arms:
                 kind, policy = (arm.split("_") + ["internet"])[:2]
                 env = envs[arm]
+                if arm == "restore_internet_tables":
+                    sh(["nft", "-f", "-"], stdin="".join(other_template.replace("TABLE", f"netbench_other_{k}") for k in range(a.other_tables)))
+                    other_made = True
                 t0 = time.monotonic()
                 if kind == "cold":
                     out = sh([os.path.join(HERE, "pipelines/cold.sh")], env=env)
@@ -260,12 +290,15 @@ def main():
                         sh(["drums-pool", "fill", "--checkpoint", c["id"], "--depth", str(a.depth), "--max-sessions", str(a.max_sessions)], env=env)
                         continue
                 dt = time.monotonic() - t0
+                if other_made:
+                    delete_other_tables(a.other_tables)
+                    other_made = False
                 live.append(out)
                 rec = check_ready(arm, out, policy)
                 times[arm].append(dt)
                 if kind == "restore":
                     parts[arm].append(dict(rec["restore"]["times"], reseed_s=rec["reseed"]["total_s"], ready_s=rec["ready"]["ready_s"],
-                                           **{f"egress_{k}": v for k, v in ((rec.get("egress") or {}).get("apply_times") or {}).items()}))
+                                           **{f"egress_{k}": v for k, v in ((rec.get("egress") or {}).get("apply_times") or {}).items() if isinstance(v, (int, float))}))
                 if kind == "take":
                     t1 = time.monotonic()
                     got = session_fetch(rec, FIRST, "http://web.example.org/")
@@ -308,6 +341,8 @@ def main():
         destroy(out)
         live.remove(out)
     finally:
+        if other_made:
+            delete_other_tables(a.other_tables)
         for out in live:
             destroy(out)
         if pool_filled:
@@ -333,9 +368,16 @@ def main():
                                         "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[f"{k}_internet"], times[f"{k}_none"])], "n_each": n}
                                     for k in ("cold", "restore")}
     result["restore_breakdown_p50_s"] = {arm: {k: round(pct([b[k] for b in parts[arm] if k in b], 0.5), 4) for k in parts[arm][0]} for arm in parts if parts[arm]}
-    result["restore_breakdown_p50_s"]["method"] = ("p50 of the restore record's times (docs/record.md, restore.times; network_s includes applying the policy: "
-                                                   "the session's table, routes, resolver and auditor), reseed.total_s and ready.ready_s, and egress_* the steps of "
-                                                   "applying the policy (egress.apply_times, milliseconds, where the record has them), per arm, n = starts")
+    result["restore_breakdown_p50_s"]["method"] = ("p50 of the restore record's times (docs/record.md, restore.times; egress_s: applying the policy, the "
+                                                   "session's table, routes, resolver and auditor, on its own thread beside criu_s; egress_wait_s: what the "
+                                                   "restore waited for it after CRIU; records of tools before that change have network_s including the policy "
+                                                   "and neither field), reseed.total_s and ready.ready_s, and egress_* the steps of applying the policy "
+                                                   "(egress.apply_times, milliseconds, where the record has them), per arm, n = starts")
+    if a.other_tables:
+        result["other_tables"] = {"n_tables": a.other_tables, "template_lines": other_template.count("\n"),
+                                  "method": "restore_internet_tables: the restore under internet with n_tables other policy tables on the host (copies of "
+                                            "the probe session's table without hooks, added before the start and deleted after it, untimed), against "
+                                            "restore_internet in the same rounds; compare egress_nft_ms in restore_breakdown_p50_s"}
     if a.before_tools:
         result["after_over_before"] = {arm: {"p50_ratio": round(pct(times[arm], 0.5) / pct(times[f"{arm}_before"], 0.5), 3),
                                              "bootstrap_95": [round(x, 3) for x in bootstrap_ratio(times[arm], times[f"{arm}_before"])], "n_each": n}

@@ -673,3 +673,257 @@ fn a_checkpoint_taken_after_browsing_restores() {
         chromium_loads(&ready, "http://web.example.org/");
     }
 }
+
+/// What the loop below prints: one line per attempt, `T0 T1 ADDRESS RESULT` (Unix seconds before and
+/// after the attempt; OK, or the errno's name). It connects to the stand-in's web server and to two
+/// always-denied addresses the stand-in also answers on, as fast as it can (a 2 ms pause a round), and
+/// ends after 20 requests to the web server went through.
+const EARLY_LOOP: &str = r#"
+import errno, socket, time
+targets = [("198.51.100.10", "/early"), ("10.0.0.10", "/early-denied"), ("169.254.169.254", "/early-denied")]
+ok = 0
+while ok < 20:
+    for a, path in targets:
+        t0 = time.time()
+        s = socket.socket()
+        s.settimeout(5)
+        try:
+            s.connect((a, 80))
+            s.sendall(f"GET {path} HTTP/1.0\r\nHost: {a}\r\n\r\n".encode())
+            s.recv(64)
+            r = "OK"
+            ok += a == "198.51.100.10"
+        except OSError as e:
+            r = errno.errorcode.get(e.errno, type(e).__name__) if e.errno else type(e).__name__
+        finally:
+            s.close()
+        print(f"{t0:.6f} {time.time():.6f} {a} {r}", flush=True)
+    time.sleep(0.002)
+"#;
+
+/// Holds one thread of another process stopped (ptrace) until dropped.
+struct Held(i32);
+impl Held {
+    fn stop(tid: i32) -> Held {
+        unsafe {
+            let null = std::ptr::null_mut::<libc::c_void>();
+            assert_eq!(libc::ptrace(libc::PTRACE_SEIZE, tid, null, null), 0, "seize thread {tid}: {}", std::io::Error::last_os_error());
+            assert_eq!(libc::ptrace(libc::PTRACE_INTERRUPT, tid, null, null), 0, "interrupt thread {tid}: {}", std::io::Error::last_os_error());
+            let mut st = 0;
+            assert_eq!(libc::waitpid(tid, &mut st, libc::__WALL), tid, "wait for thread {tid}: {}", std::io::Error::last_os_error());
+        }
+        Held(tid)
+    }
+}
+impl Drop for Held {
+    fn drop(&mut self) {
+        let null = std::ptr::null_mut::<libc::c_void>();
+        unsafe { libc::ptrace(libc::PTRACE_DETACH, self.0, null, null) };
+    }
+}
+
+fn comm(path: &Path) -> String {
+    std::fs::read_to_string(path.join("comm")).unwrap_or_default().trim().to_string()
+}
+
+/// The restore applies a sibling's policy beside CRIU, fail-closed (drums(7), "Network boundary"), tried
+/// from the attacker's side: a process of the checkpoint connects, as fast as it can, to the stand-in's web
+/// server and to two always-denied addresses (where the stand-in answers too, so a leak would show as a
+/// request it logs), from the moment CRIU resumes it. The thread that applies the policy is held stopped
+/// (ptrace) from its start until 300 ms after CRIU has exited (or, should CRIU not be seen among the
+/// restore's children, 5 s), so the sibling runs without its policy for that long. Until the policy is in place (`egress.applied_at`, taken before the sibling's route is made)
+/// every attempt fails at once (no route), none hangs, nothing reaches the stand-in; afterwards the web
+/// server is reached and the denied addresses are refused at once. The source runs under `none`, where the
+/// loop sends nothing; the sibling's only way out is the uplink of its command line, the stand-in's own
+/// link (checked by StandIn::up), which its policy routing holds alone, a `prohibit` after it.
+#[test]
+fn a_sibling_reaches_nothing_before_its_policy_is_in_place() {
+    require_root();
+    let _lock = session_lock();
+    let standin = StandIn::up();
+    let mut guard = Sessions::default();
+    let src = source("none", &mut guard);
+    let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", &src.id, "--log", "/root/early.log", "--", "python3", "-c", EARLY_LOOP]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    std::thread::sleep(Duration::from_millis(500));
+    let ckpt = run_ok("drums-ckpt", &["--leave-running"], &guard.0[0].clone());
+    let c: Checkpoint = one(&ckpt);
+    let _dir = CheckpointDir(c.dir.clone());
+    // Under none nothing left the source.
+    assert!(!text(&Command::new(tool("drums-ns")).args(["exec", "--session", &src.id, "--", "cat", "/root/early.log"]).output().unwrap().stdout).contains(" OK"), "the source under none reached something");
+
+    let started = drums::state::now();
+    let mut restore = Command::new(tool("drums-restore"))
+        .args(net_args("internet"))
+        .env("PATH", path_with_tools())
+        .env("DRUMS_OWNER", std::process::id().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    restore.stdin.take().unwrap().write_all(ckpt.as_bytes()).unwrap();
+    let proc_dir = PathBuf::from(format!("/proc/{}", restore.id()));
+    // The policy's thread, stopped as soon as it shows.
+    let t0 = Instant::now();
+    let tid = loop {
+        let found = std::fs::read_dir(proc_dir.join("task")).into_iter().flatten().flatten().find(|t| comm(&t.path()) == drums::net::egress::APPLY_THREAD);
+        if let Some(t) = found {
+            break t.file_name().to_str().unwrap().parse::<i32>().unwrap();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60) && restore.try_wait().unwrap().is_none(), "drums-restore never started its policy's thread");
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    let held = Held::stop(tid);
+    // CRIU (a child of the restore's thread for this sibling) runs, and exits (reaped, or a zombie while
+    // that thread waits for the ledger): the sibling's processes run from then on.
+    let criu = |state: Option<char>| {
+        // Children of any of the restore's threads (a worker thread restores each sibling).
+        let kids: String = std::fs::read_dir(proc_dir.join("task")).into_iter().flatten().flatten().map(|t| std::fs::read_to_string(t.path().join("children")).unwrap_or_default() + " ").collect();
+        kids.split_whitespace().any(|k| {
+            let p = PathBuf::from(format!("/proc/{k}"));
+            let st = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+            let zombie = st.rsplit_once(") ").and_then(|x| x.1.chars().next()) == Some('Z');
+            // 'R': any state but a zombie's.
+            comm(&p) == "criu" && state.is_none_or(|s| (s == 'Z') == zombie)
+        })
+    };
+    // (Not seen at all within 5 s: it ran and was reaped before the thread was stopped.)
+    let (t0, mut seen) = (Instant::now(), false);
+    loop {
+        let (running, zombie) = (criu(Some('R')), criu(Some('Z')));
+        seen |= running;
+        if zombie || (seen && !running) || (!seen && t0.elapsed() > Duration::from_secs(5)) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "CRIU never ended");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    drop(held);
+    let o = restore.wait_with_output().unwrap();
+    guard.add(&text(&o.stdout));
+    assert!(o.status.success(), "drums-restore: {}", text(&o.stderr));
+    let sib: Session = one(&text(&o.stdout));
+    check_routes(&sib);
+    let (e, times) = (sib.egress.as_ref().expect("an egress section"), &sib.restore.as_ref().unwrap().times);
+    assert_eq!(e.apply_times.as_ref().unwrap().beside.as_deref(), Some("criu restore"), "{}", json(&sib));
+    assert!(times.egress_wait_s >= 0.25, "the restore did not wait for its held policy: {}", json(&sib));
+
+    // The loop's lines from the sibling (after the restore started), once it is done.
+    let t0 = Instant::now();
+    let lines: Vec<(f64, f64, String, String)> = loop {
+        let log = text(&Command::new(tool("drums-ns")).args(["exec", "--session", &sib.id, "--", "cat", "/root/early.log"]).output().unwrap().stdout);
+        let lines: Vec<(f64, f64, String, String)> = log
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                Some((f.first()?.parse().ok()?, f.get(1)?.parse().ok()?, f.get(2)?.to_string(), f.get(3)?.to_string()))
+            })
+            .filter(|l| l.0 >= started)
+            .collect();
+        if lines.iter().filter(|l| l.2 == WEB && l.3 == "OK").count() >= 20 {
+            break lines;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "the sibling's loop did not get through to the stand-in: {log}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let before: Vec<_> = lines.iter().filter(|l| l.1 < e.applied_at).collect();
+    let first_ok = lines.iter().find(|l| l.3 == "OK").unwrap();
+    eprintln!(
+        "{} attempts before the policy was in place ({} to the web server), all failed: {:?}; first success {:.3} s after applied_at; egress_s {:.3}, egress_wait_s {:.3}",
+        before.len(),
+        before.iter().filter(|l| l.2 == WEB).count(),
+        before.iter().map(|l| l.3.as_str()).collect::<std::collections::BTreeSet<_>>(),
+        first_ok.1 - e.applied_at,
+        times.egress_s,
+        times.egress_wait_s
+    );
+    assert!(before.iter().filter(|l| l.2 == WEB).count() >= 3, "the sibling's loop did not try while its policy was held: {lines:?}");
+    assert!(first_ok.1 >= e.applied_at && first_ok.2 == WEB, "{first_ok:?} got through before the policy was in place at {}", e.applied_at);
+    for l in &lines {
+        assert!(l.1 - l.0 < FAST, "an attempt hung instead of failing at once: {l:?}");
+        assert!(l.2 == WEB || l.3 != "OK", "an always-denied address was reached: {l:?}");
+    }
+    for l in &before {
+        assert!(l.3 == "ENETUNREACH", "before its policy the sibling had a route: {l:?}");
+    }
+    let web = std::fs::read_to_string(standin.dir.join("web.log")).unwrap_or_default();
+    assert!(!web.contains("/early-denied"), "an always-denied request reached the stand-in: {web}");
+}
+
+/// The session's table sent to the kernel directly (drums::net::egress::create_table over
+/// drums::net::nfbatch, what a policy commits) is the
+/// table `nft -f` makes of its text, rule for rule, for both kinds of policy and every option, alone and
+/// beside 50 other policy tables; a table left in the slot fails it (EEXIST) instead of being merged
+/// into. Each way is timed 10 times alone and beside the 50 tables (printed as JSON; docs/benchmarks.md).
+/// In a network namespace of the test's own (a thread that made it, and the `nft` it starts): nothing on
+/// the host changes, nothing is sent.
+#[test]
+fn a_policy_table_sent_directly_is_the_table_nft_makes_of_its_text() {
+    require_root();
+    use drums::net::egress::{table_text, Proxy};
+    use drums::net::egress::{create_table, CreateError};
+    use drums::record::egress::{Cidr, Policy};
+    let proxy = Proxy::parse("http://10.0.0.10:3128").unwrap();
+    let cases = [
+        (Policy::Internet, vec![], None, None),
+        (Policy::parse("allow:example.org,*.cdn.example.net,203.0.113.0/24,198.51.100.0/24").unwrap(), vec![Cidr::parse("10.1.2.0/24").unwrap(), Cidr::parse("192.168.7.7/32").unwrap()], Some(8u64 << 20), proxy),
+    ];
+    std::thread::spawn(move || {
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0, "unshare: {}", std::io::Error::last_os_error());
+        let nft = |input: &str| {
+            let mut c = Command::new("nft").args(["-f", "-"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+            c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "nft -f: {}\n{input}", text(&o.stderr));
+        };
+        let list = |t: &str| text(&Command::new("nft").args(["list", "table", "inet", t]).output().unwrap().stdout);
+        let us = |f: &mut dyn FnMut()| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_micros() as u64
+        };
+        for (i, (policy, except, rate, proxy)) in cases.iter().enumerate() {
+            let slot = 9;
+            let t = drums::net::egress::table_name(slot);
+            let text_of = |s: u32| table_text(s, policy, "up0", except, *rate, proxy.as_ref());
+            let gone = || drums::net::nft::delete_table(&t).unwrap();
+            let mut times: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+            for others in [false, true] {
+                if others {
+                    nft(&(100..150).map(text_of).collect::<String>());
+                }
+                nft(&text_of(slot));
+                let want = list(&t);
+                assert!(want.contains("chain egress") && want.contains("elements = {"), "case {i}: {want}");
+                gone();
+                create_table(slot, policy, "up0", except, *rate, proxy.as_ref()).unwrap_or_else(|e| panic!("case {i}: {e:?}"));
+                assert_eq!(list(&t), want, "case {i}, beside other tables {others}: the batch made another table than nft of the text");
+                assert!(matches!(create_table(slot, policy, "up0", except, *rate, proxy.as_ref()), Err(CreateError::Exists)), "case {i}: a second table of that name");
+                assert_eq!(list(&t), want, "case {i}: the failed second batch changed the table");
+                for _ in 0..10 {
+                    gone();
+                    // The transaction the tools committed before (nft lists every table's contents for it).
+                    let text = format!("table inet {t} {{}}\ndelete table inet {t}\n{}", text_of(slot));
+                    times.entry(if others { "nft_text_beside_50" } else { "nft_text_alone" }).or_default().push(us(&mut || nft(&text)));
+                    gone();
+                    times.entry(if others { "batch_beside_50" } else { "batch_alone" }).or_default().push(us(&mut || create_table(slot, policy, "up0", except, *rate, proxy.as_ref()).unwrap()));
+                }
+                gone();
+            }
+            let summary: Vec<String> = times
+                .iter()
+                .map(|(k, v)| {
+                    let mut s = v.clone();
+                    s.sort_unstable();
+                    format!("\"{k}\": {{\"p50_us\": {}, \"n\": {}, \"us\": {v:?}}}", s[s.len() / 2], v.len())
+                })
+                .collect();
+            eprintln!("{{\"case\": {i}, \"policy\": \"{policy}\", \"other_tables\": 50, {}}}", summary.join(", "));
+            nft(&(100..150).map(|s| format!("delete table inet {}\n", drums::net::egress::table_name(s))).collect::<String>());
+        }
+    })
+    .join()
+    .unwrap();
+}

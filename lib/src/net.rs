@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 pub mod audit;
 pub mod egress;
+pub mod nfbatch;
 pub mod nft;
 
 /// Sessions get /30 networks out of 10.77.0.0/16: slot N is 10.77.0.0 + 4N.

@@ -252,6 +252,12 @@ pub struct RestoreTimes {
     pub cgroup_s: f64,
     pub criu_s: f64,
     pub network_s: f64,
+    /// Applying the sibling's network policy, on a thread of its own beside CRIU (absent in older records).
+    #[serde(default)]
+    pub egress_s: f64,
+    /// How long the restore waited for that after CRIU returned: the policy's share of the critical path.
+    #[serde(default)]
+    pub egress_wait_s: f64,
     pub total_s: f64,
 }
 

@@ -117,9 +117,13 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     let netns_dup = netns.try_clone().ctx("duplicate", "the network namespace descriptor")?;
     crate::net::configure_session_end_in(crate::nsenter::NsFile::from_file(netns_dup, crate::nsenter::Kind::Net), crate::net::SESSION_IF, slot, None)?;
     s.net = Some(crate::net::net_record(slot, &c.source.session_mac));
-    // The sibling's own policy, on the host, before its processes run.
-    let netns_dup = netns.try_clone().ctx("duplicate", "the network namespace descriptor")?;
-    crate::net::egress::apply(ledger, s, &o.net, crate::nsenter::NsFile::from_file(netns_dup, crate::nsenter::Kind::Net))?;
+    // The sibling's own policy is applied on the host beside CRIU (below), not before it: its table,
+    // routing, resolver and auditor (70 ms p50 on a quiet host, more with many other sessions' tables)
+    // then cost the restore only what outlasts CRIU. Fail-closed: the sibling's default route is the
+    // policy's last step (egress::apply_to), so a restored process that connects before then finds no
+    // route (unreachable, at once), and a failure of either side destroys the sibling.
+    let egress_netns = crate::nsenter::NsFile::from_file(netns.try_clone().ctx("duplicate", "the network namespace descriptor")?, crate::nsenter::Kind::Net);
+    let egress_target = crate::net::egress::Target::of(s)?;
     let network_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
@@ -188,16 +192,29 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     // (killing the init ends the whole namespace); until then destroy finds CRIU's tasks by their command
     // line (criu::kill_stray_restores).
     let mut ledger_err = None;
-    let status = crate::criu::run_watching(&mut cmd, |criu| match restored_root_task(criu) {
-        Some((pid, start_time)) => {
-            if let Err(e) = ledger.create_res(Resource::Process { pid, start_time, role: "init".into(), init: true }) {
-                ledger_err = Some(e);
+    let (status, criu_s, egress, egress_s, egress_wait_s) = std::thread::scope(|sc| -> Result<_> {
+        let policy = &o.net;
+        let egress = std::thread::Builder::new()
+            .name(crate::net::egress::APPLY_THREAD.into())
+            .spawn_scoped(sc, move || {
+                let t = Instant::now();
+                (crate::net::egress::apply_to(ledger, &egress_target, policy, egress_netns, Some("criu restore")), t.elapsed().as_secs_f64())
+            })
+            .map_err(|e| Error::failed(format!("start the thread that applies the network policy: {e}")))?;
+        let status = crate::criu::run_watching(&mut cmd, |criu| match restored_root_task(criu) {
+            Some((pid, start_time)) => {
+                if let Err(e) = ledger.create_res(Resource::Process { pid, start_time, role: "init".into(), init: true }) {
+                    ledger_err = Some(e);
+                }
+                true
             }
-            true
-        }
-        None => false,
-    });
-    let criu_s = t.elapsed().as_secs_f64();
+            None => false,
+        });
+        let criu_s = t.elapsed().as_secs_f64();
+        let w = Instant::now();
+        let (egress, egress_s) = egress.join().map_err(|_| Error::failed("the thread that applies the network policy panicked"))?;
+        Ok((status, criu_s, egress, egress_s, w.elapsed().as_secs_f64()))
+    })?;
     drop(netns);
     if let Some(e) = ledger_err {
         return Err(e);
@@ -215,6 +232,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
         Ok(_) => return Err(Error::failed(format!("criu restore failed: {}", log_tail()))),
         Err(e) => return Err(Error::failed(format!("criu restore: {e}: {}", log_tail()))),
     }
+    s.egress = egress?;
     let init_pid: i32 = pid_text.trim().parse().map_err(|_| Error::failed(format!("criu restore wrote no pid to {}", pidfile.display())))?;
     let init_start = crate::proc::start_time(init_pid).ok_or_else(|| Error::failed("the restored init vanished"))?;
 
@@ -239,7 +257,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
         checkpoint_dir: Some(c.dir.clone()),
         clean: c.clean,
         ksm: o.ksm,
-        times: RestoreTimes { ledger_s, overlay_s, cgroup_s, criu_s, network_s, total_s: t0.elapsed().as_secs_f64() },
+        times: RestoreTimes { ledger_s, overlay_s, cgroup_s, criu_s, network_s, egress_s, egress_wait_s, total_s: t0.elapsed().as_secs_f64() },
         criu_options: call.options(),
         extra: Default::default(),
     });

@@ -25,7 +25,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::ledger::{Ledger, Resource};
 use crate::record::egress::{Allow, ApplyTimes, Cidr, Policy, Resolver, Section};
 use crate::record::Session;
-use super::nft::nft;
+use super::nfbatch::{Batch, Rule, NFPROTO_IPV4, NFT_GOTO, NFT_JUMP, NF_ACCEPT, NF_DROP, REG1};
 pub use super::nft::{table_name, TABLE_PREFIX};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -76,7 +76,8 @@ fn host_nameservers() -> Vec<Ipv4Addr> {
         .collect()
 }
 
-/// The session's table, as `nft -f` takes it.
+/// The session's table, as `nft -f` takes it: the reference `table_batch` is checked against (what
+/// `nft list table` prints of either is the same, tests/egress.rs), and what an operator reads.
 pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rate: Option<u64>, proxy: Option<&Proxy>) -> String {
     let (host, sess) = super::slot_addrs(slot);
     let hif = super::host_if_name(slot);
@@ -186,6 +187,194 @@ pub fn table_text(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rat
     )
 }
 
+/// The session's table, `table_text` (the same arguments), as one nf_tables batch: what nft sends for
+/// that text, expression for expression (crate::net::nfbatch), its table created with NLM_F_EXCL, so
+/// that a table of that name left on the host fails it (EEXIST) instead of being merged into.
+fn table_batch(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rate: Option<u64>, proxy: Option<&Proxy>) -> Result<Vec<u8>> {
+    const MARK: u32 = PERMIT_MARK;
+    let (host, sess) = super::slot_addrs(slot);
+    let hif = super::host_if_name(slot);
+    let mut b = Batch::new(&table_name(slot));
+    b.create_table();
+    // Chains first (rules jump and go to them), as nft sends them.
+    b.chain("refuse", None);
+    b.chain("egress", None);
+    b.chain("forward", Some(("filter", 2, -1)));
+    b.chain("input", Some(("filter", 1, -1)));
+    b.chain("output", Some(("filter", 3, -1)));
+    b.chain("prerouting", Some(("nat", 0, -100)));
+    b.chain("postrouting", Some(("nat", 4, 100)));
+    for c in ["bytes_out", "bytes_in", "conns_out", "conns_in", "refused", "rate_dropped"] {
+        b.counter(c);
+    }
+    let denied: Vec<Cidr> = ALWAYS_DENIED.iter().map(|c| Cidr::parse(c)).collect::<Result<_>>()?;
+    b.ipv4_set("denied", true, None, &denied);
+    b.ipv4_set("except", true, None, except);
+    b.ipv4_set("allowed", true, None, &policy.nets());
+    b.ipv4_set("resolved", false, Some(super::audit::TTL_FLOOR_S as u64 * 1000), &[]);
+
+    let new_conn = |r: &mut Rule| {
+        r.ct_state(8).counter("conns_out");
+    };
+    let permit = |r: &mut Rule, counter: &str| {
+        r.mark_set(MARK).counter(counter).verdict(NF_ACCEPT, None);
+    };
+    // chain refuse
+    let mut r = Rule::default();
+    r.counter("refused");
+    b.rule("refuse", &r);
+    let mut r = Rule::default();
+    r.limit(LOG_RATE as u64, LOG_BURST, false, false).log_group(super::audit::nflog_group(slot) as u16);
+    b.rule("refuse", &r);
+    let mut r = Rule::default();
+    r.l4proto(6).reject(1, 0);
+    b.rule("refuse", &r);
+    let mut r = Rule::default();
+    r.reject(2, 3);
+    b.rule("refuse", &r);
+    // chain egress
+    let mut r = Rule::default();
+    r.ifname(7, false, uplink).verdict(NFT_GOTO, Some("refuse"));
+    b.rule("egress", &r);
+    let mut r = Rule::default();
+    r.ct_state(6);
+    permit(&mut r, "bytes_out");
+    b.rule("egress", &r);
+    let mut r = Rule::default();
+    r.nfproto(false).verdict(NFT_GOTO, Some("refuse"));
+    b.rule("egress", &r);
+    for set in ["except"] {
+        let mut r = Rule::default();
+        r.ip_addr(16).lookup(set, Some(b.set_id(set)));
+        new_conn(&mut r);
+        b.rule("egress", &r);
+        let mut r = Rule::default();
+        r.ip_addr(16).lookup(set, Some(b.set_id(set)));
+        permit(&mut r, "bytes_out");
+        b.rule("egress", &r);
+    }
+    if let Some(p) = proxy {
+        for counting in [true, false] {
+            let mut r = Rule::default();
+            r.ip_addr(16).cmp(true, &p.addr.octets()).l4proto(6).th_port(2, p.port);
+            if counting {
+                new_conn(&mut r);
+            } else {
+                permit(&mut r, "bytes_out");
+            }
+            b.rule("egress", &r);
+        }
+    }
+    let mut r = Rule::default();
+    r.ip_addr(16).lookup("denied", Some(b.set_id("denied"))).verdict(NFT_GOTO, Some("refuse"));
+    b.rule("egress", &r);
+    let mut r = Rule::default();
+    // fib daddr type != unicast
+    r.expr("fib", |a| {
+        a.be32(1, REG1).be32(2, 3).be32(3, 2);
+    })
+    .cmp(false, &1u32.to_ne_bytes())
+    .verdict(NFT_GOTO, Some("refuse"));
+    b.rule("egress", &r);
+    match policy {
+        Policy::Internet => {
+            let mut r = Rule::default();
+            new_conn(&mut r);
+            b.rule("egress", &r);
+            let mut r = Rule::default();
+            permit(&mut r, "bytes_out");
+            b.rule("egress", &r);
+        }
+        _ => {
+            for set in ["allowed", "resolved"] {
+                let mut r = Rule::default();
+                r.ip_addr(16).lookup(set, Some(b.set_id(set)));
+                new_conn(&mut r);
+                b.rule("egress", &r);
+                let mut r = Rule::default();
+                r.ip_addr(16).lookup(set, Some(b.set_id(set)));
+                permit(&mut r, "bytes_out");
+                b.rule("egress", &r);
+            }
+        }
+    }
+    let mut r = Rule::default();
+    r.verdict(NFT_GOTO, Some("refuse"));
+    b.rule("egress", &r);
+    // chain forward
+    if let Some(rate) = rate {
+        let burst = (rate / 4).clamp(65536, u32::MAX as u64) as u32;
+        for key in [6, 7] {
+            let mut r = Rule::default();
+            r.ifname(key, true, &hif).limit(rate, burst, true, true).counter("rate_dropped").verdict(NF_DROP, None);
+            b.rule("forward", &r);
+        }
+    }
+    let mut r = Rule::default();
+    r.ifname(6, true, &hif).verdict(NFT_JUMP, Some("egress"));
+    b.rule("forward", &r);
+    let mut r = Rule::default();
+    r.ifname(7, true, &hif).ct_state(6);
+    permit(&mut r, "bytes_in");
+    b.rule("forward", &r);
+    // chain input
+    let mut r = Rule::default();
+    r.ifname(6, true, &hif).ct_state(6).verdict(NF_ACCEPT, None);
+    b.rule("input", &r);
+    let (tcp_udp, id) = b.anon_set(12, 1, &[vec![6], vec![17]]);
+    let mut r = Rule::default();
+    r.ifname(6, true, &hif).ip_addr(16).cmp(true, &host.octets()).l4proto_in(&tcp_udp, id).th_port(2, 53).mark_set(MARK).verdict(NF_ACCEPT, None);
+    b.rule("input", &r);
+    let mut r = Rule::default();
+    r.ifname(6, true, &hif).verdict(NFT_GOTO, Some("refuse"));
+    b.rule("input", &r);
+    // chain output
+    let mut r = Rule::default();
+    r.ifname(7, true, &hif).ct_state(8).counter("conns_in");
+    b.rule("output", &r);
+    if let Policy::Allow(_) = policy {
+        let (tcp_udp, id) = b.anon_set(12, 1, &[vec![6], vec![17]]);
+        let mut r = Rule::default();
+        r.ifname(7, true, &hif).l4proto_in(&tcp_udp, id).th_port(0, 53).log_group(super::audit::answers_group(slot) as u16);
+        b.rule("output", &r);
+    }
+    // chain prerouting: the resolver address every session names, to its own resolver.
+    let resolver: Ipv4Addr = RESOLVER_ADDR.parse().expect("RESOLVER_ADDR is an address");
+    let (tcp_udp, id) = b.anon_set(12, 1, &[vec![6], vec![17]]);
+    let mut r = Rule::default();
+    r.ifname(6, true, &hif).ip_addr(16).cmp(true, &resolver.octets()).l4proto_in(&tcp_udp, id).th_port(2, 53);
+    r.expr("immediate", |a| {
+        a.be32(1, REG1).data(2, &host.octets());
+    })
+    .expr("nat", |a| {
+        a.be32(1, 1).be32(2, NFPROTO_IPV4).be32(3, REG1);
+    });
+    b.rule("prerouting", &r);
+    // chain postrouting
+    let (addrs, id) = b.anon_set(7, 4, &[host.octets().to_vec(), sess.octets().to_vec()]);
+    let mut r = Rule::default();
+    r.ifname(7, true, uplink).ip_addr(12).lookup(&addrs, Some(id)).expr("masq", |_| {});
+    b.rule("postrouting", &r);
+    Ok(b.finish())
+}
+
+/// Create the session's table (`egress::table_text`) in one transaction sent to the kernel directly.
+/// A table of that name already there fails it: Err(Exists).
+pub fn create_table(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rate: Option<u64>, proxy: Option<&Proxy>) -> std::result::Result<(), CreateError> {
+    let batch = table_batch(slot, policy, uplink, except, rate, proxy).map_err(CreateError::Other)?;
+    super::nfbatch::send(&batch).map_err(|e| match e.raw_os_error() {
+        Some(libc::EEXIST) => CreateError::Exists,
+        _ => CreateError::Other(Error::failed(format!("nftables: the table of slot {slot}: {e}"))),
+    })
+}
+
+#[derive(Debug)]
+pub enum CreateError {
+    /// A table of that name is already there.
+    Exists,
+    Other(Error),
+}
+
 /// At most this many refused packets a second (after a burst of LOG_BURST) go to the audit log: a
 /// session that floods refused destinations cannot fill the host's disk through it.
 pub const LOG_RATE: u32 = 50;
@@ -204,17 +393,49 @@ pub fn resource(slot: u32, state_dir: &Path) -> Resource {
     Resource::Egress { slot, host_if: super::host_if_name(slot), pid_file: state_dir.join(PID_FILE) }
 }
 
+/// What applying a policy needs of a session, owned, so that a restore can apply it on a thread of its
+/// own while CRIU restores the sibling's processes (crate::restore).
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub id: String,
+    pub state_dir: PathBuf,
+    pub net: crate::record::Net,
+    /// The session's root seen from the host (its overlay's `merged`).
+    pub merged: PathBuf,
+    pub id_range: Option<crate::record::IdRange>,
+}
+
+impl Target {
+    /// The session `s`, whose `net` and `overlay` are made.
+    pub fn of(s: &Session) -> Result<Target> {
+        Ok(Target { id: s.id.clone(), state_dir: s.state_dir.clone(), net: s.net()?.clone(), merged: s.overlay()?.merged.clone(), id_range: s.id_range })
+    }
+}
+
+/// The name of the thread a restore applies its sibling's policy on (tests find it by this name).
+pub const APPLY_THREAD: &str = "drums-egress";
+
 /// Apply `o` to the session `s` (its `net` made): replace whatever egress state it had, write its
 /// resolv.conf into its root (`merged`: the overlay, seen from the host) and its default route into its
 /// network namespace `netns`, and set `s.egress`. Under `none` it removes the state and the route.
 pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsenter::NsFile) -> Result<()> {
+    s.egress = apply_to(ledger, &Target::of(s)?, o, netns, None)?;
+    Ok(())
+}
+
+/// `apply` to the session `t`: its egress section (None under `none`). `beside` names what runs at the
+/// same time as this application (recorded in `apply_times.beside`). Fail-closed whatever runs beside
+/// it: the session's default route, without which nothing it sends goes beyond its link (a connection
+/// fails at once, unreachable), is added only once the table, the policy routing, the resolver and the
+/// auditor are all in place; until then the shared table `inet drums` would drop anything unmarked, too.
+pub fn apply_to(ledger: &Ledger, t: &Target, o: &Options, netns: crate::nsenter::NsFile, beside: Option<&str>) -> Result<Option<Section>> {
     let mut lap = Lap::new();
-    let mut times = ApplyTimes::default();
-    let net = s.net()?.clone();
+    let mut times = ApplyTimes { beside: beside.map(str::to_string), ..Default::default() };
+    let net = &t.net;
     let slot = net.slot;
     let (host, _) = super::slot_addrs(slot);
-    let merged = s.overlay()?.merged.clone();
-    let res = resource(slot, &s.state_dir);
+    let merged = &t.merged;
+    let res = resource(slot, &t.state_dir);
     let had = ledger.read()?.live().contains(&res);
     if had {
         remove(&res)?;
@@ -225,10 +446,9 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
             ledger.release(res)?;
         }
         session_route(netns, None)?;
-        write_resolv_conf(&merged, s.id_range.as_ref())?;
-        write_proxy_files(&merged, s.id_range.as_ref(), None)?;
-        s.egress = None;
-        return Ok(());
+        write_resolv_conf(merged, t.id_range.as_ref())?;
+        write_proxy_files(merged, t.id_range.as_ref(), None)?;
+        return Ok(None);
     }
     let uplink = match &o.uplink {
         Some(u) => u.clone(),
@@ -250,51 +470,66 @@ pub fn apply(ledger: &Ledger, s: &mut Session, o: &Options, netns: crate::nsente
     // has; the auditor binds log groups, which need no table. Once spawned they are always waited for,
     // even when the table or the routes failed, so that their pid files exist and the removal of the
     // ledgered resource finds and kills them.
-    let t = table_name(slot);
+    let table = table_name(slot);
     let (rt, pref) = (route_table(slot), rule_pref(slot));
-    let resolver = spawn_resolver(&s.state_dir, slot, &o.policy, &upstream);
-    let auditor = super::audit::spawn(&s.state_dir, &s.id, slot);
+    let resolver = spawn_resolver(&t.state_dir, slot, &o.policy, &upstream);
+    let auditor = super::audit::spawn(&t.state_dir, &t.id, slot);
     times.spawn_ms = lap.ms();
     let made = (|| {
         if resolver.is_err() || auditor.is_err() {
             // Said below, once the other one was waited for.
             return Ok(());
         }
-        // One nftables transaction: the table, its sets, counters and chains.
-        super::own_nft_transaction(|| nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n{}", table_text(slot, &o.policy, &uplink.ifname, &o.except, o.rate, o.proxy.as_ref()))))?;
+        // One nftables transaction, the table with its sets, counters and chains, sent to the kernel
+        // directly (crate::net::nfbatch: nft would list every other table first). A table of that name
+        // left by a session of this slot that died unswept is deleted, and the table made again.
+        let create = || create_table(slot, &o.policy, &uplink.ifname, &o.except, o.rate, o.proxy.as_ref());
+        match super::own_nft_transaction(|| Ok(create()))? {
+            Ok(()) => {}
+            Err(CreateError::Exists) => {
+                super::nft::delete_table(&table)?;
+                create().map_err(|e| match e {
+                    CreateError::Exists => Error::failed(format!("nftables: table inet {table} came back while it was being replaced")),
+                    CreateError::Other(e) => e,
+                })?;
+            }
+            Err(CreateError::Other(e)) => return Err(e),
+        }
         times.nft_ms = lap.ms();
         policy_routes(slot, &uplink, &net.host_if)?;
         times.routes_ms = lap.ms();
         Ok::<_, Error>(())
     })();
     let resolver = resolver.and_then(wait_resolver);
-    let auditor = auditor.and_then(|st| super::audit::wait_replacing_stale(st, &s.state_dir, &s.id, slot));
+    let auditor = auditor.and_then(|st| super::audit::wait_replacing_stale(st, &t.state_dir, &t.id, slot));
     times.wait_ms = lap.ms();
     made?;
     let pid = resolver?;
     auditor?;
+    // The moment the session may reach beyond its link: taken before its route exists, so that nothing
+    // it sends gets through before `applied_at`.
+    let applied_at = crate::state::now();
     session_route(netns, Some(host))?;
     times.session_route_ms = lap.ms();
-    write_resolv_conf(&merged, s.id_range.as_ref())?;
-    write_proxy_files(&merged, s.id_range.as_ref(), o.proxy.as_ref())?;
+    write_resolv_conf(merged, t.id_range.as_ref())?;
+    write_proxy_files(merged, t.id_range.as_ref(), o.proxy.as_ref())?;
     times.files_ms = lap.ms();
     times.total_ms = lap.total_ms();
-    s.egress = Some(Section {
+    Ok(Some(Section {
         policy: o.policy.clone(),
         uplink: uplink.ifname.clone(),
         gateway: uplink.gateway.map(|g| g.to_string()),
         except: o.except.iter().map(Cidr::to_string).collect(),
         rate_bytes_s: o.rate,
         proxy: o.proxy.map(|p| p.url()),
-        nft_table: format!("inet {t}"),
+        nft_table: format!("inet {table}"),
         route_table: rt,
         rule_pref: pref,
         resolver: Resolver { listen: host.to_string(), upstream: upstream.iter().map(Ipv4Addr::to_string).collect(), pid: Some(pid) },
-        applied_at: crate::state::now(),
+        applied_at,
         apply_times: Some(times),
         extra: Default::default(),
-    });
-    Ok(())
+    }))
 }
 
 /// Milliseconds since the last lap (and since the start), for ApplyTimes.
@@ -492,7 +727,7 @@ pub fn remove(res: &Resource) -> Result<()> {
         kill_daemon(&dir.join(super::audit::PID_FILE))?;
     }
     let t = table_name(*slot);
-    super::own_nft_transaction(|| nft(&format!("table inet {t} {{}}\ndelete table inet {t}\n")))?;
+    super::own_nft_transaction(|| super::nft::delete_table(&t))?;
     remove_policy_routes(*slot)
 }
 

@@ -1,6 +1,6 @@
 //! The nftables side shared by a session's network policy (`egress`, which writes the session's table)
 //! and its connection auditor (`audit`, which adds the addresses of allowed answers to the table's set):
-//! the table's name and `nft -f -`. It lives below both so that the auditor needs nothing of the policy
+//! the table's name, `nft -f -` and a table's deletion. It lives below both so that the auditor needs nothing of the policy
 //! and the policy can start the auditor.
 
 use crate::error::{Error, Result};
@@ -29,4 +29,18 @@ pub fn nft(input: &str) -> Result<()> {
         return Err(Error::failed(format!("nft -f: {}", String::from_utf8_lossy(&o.stderr).trim())));
     }
     Ok(())
+}
+
+/// Delete the table `inet <name>` if it exists, in one nftables transaction sent to the kernel directly
+/// (crate::net::nfbatch): `nft` would list the whole ruleset first, every table's chains, sets and
+/// objects (nft 1.0.6 does for any `delete table`), which made a session's removal cost more with every
+/// other session's table on the host. Idempotent: no such table is success.
+pub fn delete_table(name: &str) -> Result<()> {
+    let mut b = super::nfbatch::Batch::new(name);
+    b.delete_table();
+    match super::nfbatch::send(&b.finish()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        Err(e) => Err(Error::failed(format!("nftables: delete table inet {name}: {e}"))),
+    }
 }

@@ -217,6 +217,10 @@ pub struct ApplyTimes {
     pub files_ms: f64,
     /// From the start of applying to the end.
     pub total_ms: f64,
+    /// What ran at the same time as this application (a restore's `criu restore`, a cold session's
+    /// start-up); absent: nothing, the application was on the critical path by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
