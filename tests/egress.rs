@@ -800,6 +800,7 @@ fn a_sibling_reaches_nothing_before_its_policy_is_in_place() {
         std::thread::sleep(Duration::from_millis(1));
     }
     std::thread::sleep(Duration::from_millis(300));
+    let released = drums::state::now();
     drop(held);
     let o = restore.wait_with_output().unwrap();
     guard.add(&text(&o.stdout));
@@ -808,7 +809,9 @@ fn a_sibling_reaches_nothing_before_its_policy_is_in_place() {
     check_routes(&sib);
     let (e, times) = (sib.egress.as_ref().expect("an egress section"), &sib.restore.as_ref().unwrap().times);
     assert_eq!(e.apply_times.as_ref().unwrap().beside.as_deref(), Some("criu restore"), "{}", json(&sib));
-    assert!(times.egress_wait_s >= 0.25, "the restore did not wait for its held policy: {}", json(&sib));
+    // The policy's thread was stopped until `released`, after CRIU had ended: it finished only then, and
+    // the restore waited for it.
+    assert!(e.applied_at >= released && times.egress_wait_s > 0.0, "the restore did not wait for its held policy (released at {released}): {}", json(&sib));
 
     // The loop's lines from the sibling (after the restore started), once it is done.
     let t0 = Instant::now();

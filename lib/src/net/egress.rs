@@ -219,6 +219,17 @@ fn table_batch(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rate: 
     let permit = |r: &mut Rule, counter: &str| {
         r.mark_set(MARK).counter(counter).verdict(NF_ACCEPT, None);
     };
+    // To an address of `set`: a new connection is counted, then every packet is permitted.
+    let count_and_permit = |b: &mut Batch, set: &str| {
+        let mut r = Rule::default();
+        r.ip_addr(16).lookup(set, Some(b.set_id(set)));
+        new_conn(&mut r);
+        b.rule("egress", &r);
+        let mut r = Rule::default();
+        r.ip_addr(16).lookup(set, Some(b.set_id(set)));
+        permit(&mut r, "bytes_out");
+        b.rule("egress", &r);
+    };
     // chain refuse
     let mut r = Rule::default();
     r.counter("refused");
@@ -243,16 +254,7 @@ fn table_batch(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rate: 
     let mut r = Rule::default();
     r.nfproto(false).verdict(NFT_GOTO, Some("refuse"));
     b.rule("egress", &r);
-    for set in ["except"] {
-        let mut r = Rule::default();
-        r.ip_addr(16).lookup(set, Some(b.set_id(set)));
-        new_conn(&mut r);
-        b.rule("egress", &r);
-        let mut r = Rule::default();
-        r.ip_addr(16).lookup(set, Some(b.set_id(set)));
-        permit(&mut r, "bytes_out");
-        b.rule("egress", &r);
-    }
+    count_and_permit(&mut b, "except");
     if let Some(p) = proxy {
         for counting in [true, false] {
             let mut r = Rule::default();
@@ -287,14 +289,7 @@ fn table_batch(slot: u32, policy: &Policy, uplink: &str, except: &[Cidr], rate: 
         }
         _ => {
             for set in ["allowed", "resolved"] {
-                let mut r = Rule::default();
-                r.ip_addr(16).lookup(set, Some(b.set_id(set)));
-                new_conn(&mut r);
-                b.rule("egress", &r);
-                let mut r = Rule::default();
-                r.ip_addr(16).lookup(set, Some(b.set_id(set)));
-                permit(&mut r, "bytes_out");
-                b.rule("egress", &r);
+                count_and_permit(&mut b, set);
             }
         }
     }
