@@ -222,6 +222,30 @@ if [ -f "$totem_desktop" ]; then
   } > "$img/etc/xdg/mimeapps.list"
   grep -q '^video/mp4=' "$img/etc/xdg/mimeapps.list" || die 5 "Totem's desktop file names no video/mp4"
 fi
+# The time zone through systemd-timedated, as on OSWorld's Ubuntu, where `timedatectl` asks it over the
+# system bus (os/b6781586's evaluator reads `timedatectl status`). A session has no systemd to start it, so
+# D-Bus does, on demand: drums-desktop starts a system bus in a session whose image has D-Bus system
+# services (drums-desktop(1)), and Debian's service file, which names a systemd unit and runs /bin/false
+# otherwise, is replaced by one that names the daemon itself, run as root. The agent's
+# `sudo timedatectl set-timezone` is root's call, which timedated allows without polkit.
+# The image's zone is one that is not UTC+0 in any season (America/New_York: -0500, -0400): the task asks to
+# set UTC+0, so on a machine already there it would score 1 before the agent acted. OSWorld's own zone is
+# not known here.
+timedated=/usr/lib/systemd/systemd-timedated
+if [ -x "$img$timedated" ]; then
+  timedate_service="$img/usr/share/dbus-1/system-services/org.freedesktop.timedate1.service"
+  [ -f "$timedate_service" ] || die 5 "systemd-timedated is there, its D-Bus service file is not"
+  cat > "$timedate_service" <<SERVICE
+# Drums (pipelines/image.sh): no systemd in a session; D-Bus starts the daemon itself.
+[D-BUS Service]
+Name=org.freedesktop.timedate1
+Exec=$timedated
+User=root
+SERVICE
+  ln -sfn ../usr/share/zoneinfo/America/New_York "$img/etc/localtime"
+  echo America/New_York > "$img/etc/timezone"
+  [ -f "$img/usr/share/zoneinfo/America/New_York" ] || die 5 "no zone America/New_York in the image (tzdata)"
+fi
 chown -R "$uid:$uid" "$img/home/$user"
 chmod 755 "$img/home/$user"
 
