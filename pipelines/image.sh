@@ -227,7 +227,9 @@ fi
 # D-Bus does, on demand: drums-desktop starts a system bus in a session whose image has D-Bus system
 # services (drums-desktop(1)), and Debian's service file, which names a systemd unit and runs /bin/false
 # otherwise, is replaced by one that names the daemon itself, run as root. The agent's
-# `sudo timedatectl set-timezone` is root's call, which timedated allows without polkit.
+# `sudo timedatectl set-timezone` is root's call, which timedated allows without polkit. (timedatectl itself
+# still refuses in a session: it first asks sd_booted(), whether /run/systemd/system exists, and a session,
+# whose init is Drums', does not claim systemd; docs/osworld.md.)
 # The image's zone is one that is not UTC+0 in any season (America/New_York: -0500, -0400): the task asks to
 # set UTC+0, so on a machine already there it would score 1 before the agent acted. OSWorld's own zone is
 # not known here.
