@@ -187,6 +187,12 @@ load-module module-null-sink sink_name=drums sink_properties=device.description=
 set-default-sink drums
 set-sink-volume drums 32768
 PA
+  # The sound server stays up once started, as a login's does on OSWorld's Ubuntu (systemd keeps it
+  # running there and its volumes persist). PulseAudio's own default ends an idle daemon after 20 s, and
+  # the next `pulseaudio --start` begins again at the 50% above: os/28cc3b7e's evaluator, 20 s after the
+  # agent turned the volume up (OSWorld's wait before evaluate()), read 50 where the agent had set 100.
+  sed -i 's/^; *exit-idle-time = .*/exit-idle-time = -1/' "$img/etc/pulse/daemon.conf"
+  grep -q '^exit-idle-time = -1$' "$img/etc/pulse/daemon.conf" || die 5 "could not keep PulseAudio up when idle (daemon.conf)"
 fi
 # LibreOffice's profile as after a first start, as on OSWorld's image, where LibreOffice has been started
 # before: no first-start wizard, no tip of the day, no template chooser when Impress starts (Impress's Misc/NewDoc/AutoPilot, its "Show this dialog at
@@ -221,6 +227,32 @@ if [ -f "$totem_desktop" ]; then
     sed -n 's/^MimeType=//p' "$totem_desktop" | tr ';' '\n' | grep '^video/' | sort -u | sed 's/$/=org.gnome.Totem.desktop/'
   } > "$img/etc/xdg/mimeapps.list"
   grep -q '^video/mp4=' "$img/etc/xdg/mimeapps.list" || die 5 "Totem's desktop file names no video/mp4"
+fi
+# The time zone through systemd-timedated, as on OSWorld's Ubuntu, where `timedatectl` asks it over the
+# system bus (os/b6781586's evaluator reads `timedatectl status`). A session has no systemd to start it, so
+# D-Bus does, on demand: drums-desktop starts a system bus in a session whose image has D-Bus system
+# services (drums-desktop(1)), and Debian's service file, which names a systemd unit and runs /bin/false
+# otherwise, is replaced by one that names the daemon itself, run as root. The agent's
+# `sudo timedatectl set-timezone` is root's call, which timedated allows without polkit. (timedatectl itself
+# still refuses in a session: it first asks sd_booted(), whether /run/systemd/system exists, and a session,
+# whose init is Drums', does not claim systemd; docs/osworld.md.)
+# The image's zone is one that is not UTC+0 in any season (America/New_York: -0500, -0400): the task asks to
+# set UTC+0, so on a machine already there it would score 1 before the agent acted. OSWorld's own zone is
+# not known here.
+timedated=/usr/lib/systemd/systemd-timedated
+if [ -x "$img$timedated" ]; then
+  timedate_service="$img/usr/share/dbus-1/system-services/org.freedesktop.timedate1.service"
+  [ -f "$timedate_service" ] || die 5 "systemd-timedated is there, its D-Bus service file is not"
+  cat > "$timedate_service" <<SERVICE
+# Drums (pipelines/image.sh): no systemd in a session; D-Bus starts the daemon itself.
+[D-BUS Service]
+Name=org.freedesktop.timedate1
+Exec=$timedated
+User=root
+SERVICE
+  ln -sfn ../usr/share/zoneinfo/America/New_York "$img/etc/localtime"
+  echo America/New_York > "$img/etc/timezone"
+  [ -f "$img/usr/share/zoneinfo/America/New_York" ] || die 5 "no zone America/New_York in the image (tzdata)"
 fi
 chown -R "$uid:$uid" "$img/home/$user"
 chmod 755 "$img/home/$user"

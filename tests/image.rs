@@ -122,6 +122,11 @@ fn assert_on_image(s: &Session, image_root: &Path, markers: &HostMarkers, what: 
         }
     }
     assert_eq!(inside(s, "cat /etc/os-release"), std::fs::read_to_string(image_root.join("etc/os-release")).unwrap().trim(), "{what}: os-release");
+    // A system bus exactly where the image has D-Bus system services for it to start (drums-desktop(1)):
+    // the default image has none, and its sessions run no process more.
+    let services = std::fs::read_dir(image_root.join("usr/share/dbus-1/system-services")).into_iter().flatten().flatten().any(|e| e.file_name().to_string_lossy().ends_with(".service"));
+    let system_bus = s.desktop.as_ref().unwrap().processes.iter().any(|p| p.role == "system-bus");
+    assert_eq!(system_bus, services, "{what}: a system bus in the desktop, the image having D-Bus system services: {system_bus}, {services}");
     // The programs the desktop runs are the image's files: their bytes, as the kernel maps them.
     for (role, bin) in [("xvfb", "usr/bin/Xvfb"), ("openbox", "usr/bin/openbox")] {
         let running = std::fs::read(format!("/proc/{}/exe", host_pid(s, role))).unwrap();

@@ -150,13 +150,10 @@ fn the_list_tells_where_each_task_fetches_and_what_it_needs() {
     assert!(t.runnable && d.runnable, "{t:?} {d:?}");
 }
 
-/// Programs offline tasks start that the OSWorld image does not have, each with its cause: a program only
-/// a systemd-run machine answers for, or one a task is expected to be missing.
-const ALLOWED_MISSING: &[(&str, &str)] = &[
-    // os/b6781586's evaluator runs `timedatectl status`, which asks systemd-timedated over the system bus: a
-    // session runs no systemd (its PID 1 is Drums' init), so the program alone would answer nothing either.
-    ("timedatectl", "a session runs no systemd"),
-];
+/// Programs offline tasks start that the OSWorld image does not have, each with its cause. None since the
+/// image has systemd's timedatectl (os/b6781586), which the session's system bus answers through
+/// systemd-timedated (docs/osworld.md).
+const ALLOWED_MISSING: &[(&str, &str)] = &[];
 
 /// On the OSWorld image, every program the offline tasks start is there. Needs the OSWorld image:
 /// cargo test --release -p drums-tests --test osworld_image -- --ignored

@@ -273,6 +273,13 @@ pub fn start(session: &mut Session, o: &DesktopOptions) -> Result<()> {
     wait_for_socket(&host_view, &Path::new(LOG_DIR).join("bus"), dbus)?;
     run("at-spi", s(&["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"]), vec![], ids)?;
     link_bus_where_osworld_has_it(&host_view, &account)?;
+    if has_system_services(&host_view) {
+        // As the session's root, as a machine's boot starts it: the daemon drops to its own account
+        // (`messagebus`, system.conf's <user>) and starts each service as the account its file names.
+        crate::inroot::mkdir_all(&host_view, Path::new(SYSTEM_BUS_DIR), 0o755, 0, 0)?;
+        let system_bus = run("system-bus", s(&["dbus-daemon", "--system", "--nofork", "--nopidfile"]), vec![], (0, 0))?;
+        wait_for_socket(&host_view, &Path::new(SYSTEM_BUS_DIR).join("system_bus_socket"), system_bus)?;
+    }
     run("openbox", s(&["openbox", "--sm-disable"]), vec![], ids)?;
     let guest = if o.guest {
         let bin = crate::runtime::inside("drums-guest");
@@ -483,6 +490,22 @@ fn link_bus_where_osworld_has_it(root: &crate::inroot::Root, account: &crate::ac
     crate::inroot::mkdir(root, &dir, 0o700, account.uid, account.gid)?;
     crate::inroot::symlink_new(root, &dir.join("bus"), &Path::new(LOG_DIR).join("bus"), account.uid, account.gid)?;
     Ok(())
+}
+
+/// Where D-Bus's system.conf (Debian's) has the system bus listen: `system_bus_socket` in it.
+const SYSTEM_BUS_DIR: &str = "/run/dbus";
+/// Where an image's packages put the D-Bus services the system bus may start on demand.
+const SYSTEM_SERVICES_DIR: &str = "/usr/share/dbus-1/system-services";
+
+/// Whether the session's image has D-Bus system services (a `.service` file in SYSTEM_SERVICES_DIR): then
+/// the desktop gets a system bus, since those services answer only through one (OSWorld's image:
+/// systemd-timedated behind `timedatectl`, pipelines/image.sh). A machine's boot starts the bus; a session
+/// has no boot, so the desktop does. An image without such services (the default image) gets no system
+/// bus, and its sessions run no process more.
+fn has_system_services(root: &crate::inroot::Root) -> bool {
+    use std::os::fd::AsFd;
+    let Ok(dir) = root.resolve(Path::new(SYSTEM_SERVICES_DIR), libc::O_PATH | libc::O_DIRECTORY) else { return false };
+    crate::inroot::list_dir(dir.as_fd()).is_ok_and(|names| names.iter().any(|n| n.to_string_lossy().ends_with(".service")))
 }
 
 /// Chromium's profile directory, with a plain file where Chromium would create `BrowserMetrics/`: it
