@@ -318,7 +318,7 @@ fn pool_section(spool: &str) -> Value {
 
 /// A `restore` section as drums-restore writes it, naming `checkpoint` in `checkpoint_dir` (null: left out).
 fn restore_section(checkpoint: Value, checkpoint_dir: Value) -> Value {
-    let times = drums::record::RestoreTimes { ledger_s: 0.1, overlay_s: 0.1, cgroup_s: 0.1, criu_s: 0.1, network_s: 0.1, egress_s: 0.05, egress_wait_s: 0.0, total_s: 0.5 };
+    let times = drums::record::RestoreTimes { ledger_s: 0.1, overlay_s: 0.1, cgroup_s: 0.1, criu_s: 0.1, network_s: 0.1, egress_s: Some(0.05), egress_wait_s: Some(0.0), total_s: 0.5 };
     let mut r = json!({"checkpoint": checkpoint, "clean": true, "ksm": false, "times": times, "criu_options": []});
     if !checkpoint_dir.is_null() {
         r["checkpoint_dir"] = checkpoint_dir;

@@ -252,12 +252,14 @@ pub struct RestoreTimes {
     pub cgroup_s: f64,
     pub criu_s: f64,
     pub network_s: f64,
-    /// Applying the sibling's network policy, on a thread of its own beside CRIU (absent in older records).
-    #[serde(default)]
-    pub egress_s: f64,
-    /// How long the restore waited for that after CRIU returned: the policy's share of the critical path.
-    #[serde(default)]
-    pub egress_wait_s: f64,
+    /// Applying the sibling's network policy, on a thread of its own beside CRIU (absent in records of
+    /// tools before it: not measured then, so never a 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_s: Option<f64>,
+    /// How long the restore waited for that after CRIU returned: the policy's share of the critical path
+    /// (absent in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_wait_s: Option<f64>,
     pub total_s: f64,
 }
 

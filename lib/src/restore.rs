@@ -257,7 +257,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
         checkpoint_dir: Some(c.dir.clone()),
         clean: c.clean,
         ksm: o.ksm,
-        times: RestoreTimes { ledger_s, overlay_s, cgroup_s, criu_s, network_s, egress_s, egress_wait_s, total_s: t0.elapsed().as_secs_f64() },
+        times: RestoreTimes { ledger_s, overlay_s, cgroup_s, criu_s, network_s, egress_s: Some(egress_s), egress_wait_s: Some(egress_wait_s), total_s: t0.elapsed().as_secs_f64() },
         criu_options: call.options(),
         extra: Default::default(),
     });
