@@ -120,7 +120,15 @@ fn a_stopped_x_server_or_chromium_ends_the_waits_at_their_deadlines() {
         run_ok("drums-ready", &["--timeout", "10s"], &src);
         // A Chromium that has exited (killed, as the OOM killer would) cannot come back: drums-ready
         // says so at once, not at its timeout.
-        signal(host_pid(&s, "chromium"), libc::SIGKILL);
+        let chromium = host_pid(&s, "chromium");
+        signal(chromium, libc::SIGKILL);
+        // SIGKILL is delivered at once, but a browser of many threads and a large address space takes a
+        // few milliseconds to exit; the claim is about a Chromium that has exited.
+        let killed = Instant::now();
+        while !matches!(drums::proc::state(chromium), Some('Z') | Some('X') | None) {
+            assert!(killed.elapsed() < Duration::from_secs(5), "Chromium {chromium} did not exit within 5 s of SIGKILL");
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let t0 = Instant::now();
         let o = run("drums-ready", &["--timeout", "20s"], &src);
         let took = t0.elapsed();
