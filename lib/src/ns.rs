@@ -134,37 +134,34 @@ pub fn create(session: &mut Session, opts: &NsOptions) -> Result<()> {
             // the session's runs but its init, which opens no connection: its route and resolv.conf are
             // there for every program the desktop starts. Fail-closed as in a restore (egress::apply_to:
             // the route comes last).
-            let egress = {
-                let (target, net_opts, dir) = (crate::net::egress::Target::of(session)?, opts.net.clone(), session.state_dir.clone());
-                let netns = crate::nsenter::NsFile::open(init_pid, crate::nsenter::Kind::Net)?;
-                std::thread::Builder::new()
-                    .name(crate::net::egress::APPLY_THREAD.into())
-                    .spawn(move || crate::net::egress::apply_to(&Ledger::open(&dir)?, &target, &net_opts, netns, Some("the session's init start-up")))
-                    .map_err(|e| Error::failed(format!("start the thread that applies the network policy: {e}")))?
-            };
-            let started = (|| -> Result<()> {
-                let cfg = InitConfig { merged, hostname: hostname.clone(), exe, session: session.id.clone(), id_range };
-                let mut go = std::fs::File::from(go_w);
-                go.write_all(&serde_json::to_vec(&cfg).expect("config serializes")).map_err(|e| Error::failed(format!("start the session init: {e}")))?;
-                drop(go);
-                let mut made = [0u8; 1];
-                if let (Some(r), Ok(())) = (id_range.as_ref(), std::fs::File::from(uns_r).read_exact(&mut made)) {
-                    crate::idrange::write_maps(init_pid, r)?;
-                    set_userns_limits(&crate::nsenter::NsFile::open(init_pid, crate::nsenter::Kind::User)?)?;
-                    std::fs::File::from(mapped_w).write_all(b"m").map_err(|e| Error::failed(format!("tell the session init its namespace is mapped: {e}")))?;
-                } else {
-                    drop(mapped_w);
-                }
-                let mut err = String::new();
-                let _ = std::fs::File::from(status_r).read_to_string(&mut err);
-                if !err.is_empty() {
-                    return Err(Error::failed(format!("session init: {err}")));
-                }
-                Ok(())
-            })();
-            // Joined on every path: a failure leaves the policy's resources whole in the ledger for the
-            // destroy, never half made by a thread still running.
-            let applied = egress.join().map_err(|_| Error::failed("the thread that applies the network policy panicked"))?;
+            let target = crate::net::egress::Target::of(session)?;
+            let netns = crate::nsenter::NsFile::open(init_pid, crate::nsenter::Kind::Net)?;
+            let (started, applied) = std::thread::scope(|sc| -> Result<_> {
+                let egress = crate::net::egress::apply_beside(sc, &ledger, target, &opts.net, netns, "the session's init start-up")?;
+                let started = (|| -> Result<()> {
+                    let cfg = InitConfig { merged, hostname: hostname.clone(), exe, session: session.id.clone(), id_range };
+                    let mut go = std::fs::File::from(go_w);
+                    go.write_all(&serde_json::to_vec(&cfg).expect("config serializes")).map_err(|e| Error::failed(format!("start the session init: {e}")))?;
+                    drop(go);
+                    let mut made = [0u8; 1];
+                    if let (Some(r), Ok(())) = (id_range.as_ref(), std::fs::File::from(uns_r).read_exact(&mut made)) {
+                        crate::idrange::write_maps(init_pid, r)?;
+                        set_userns_limits(&crate::nsenter::NsFile::open(init_pid, crate::nsenter::Kind::User)?)?;
+                        std::fs::File::from(mapped_w).write_all(b"m").map_err(|e| Error::failed(format!("tell the session init its namespace is mapped: {e}")))?;
+                    } else {
+                        drop(mapped_w);
+                    }
+                    let mut err = String::new();
+                    let _ = std::fs::File::from(status_r).read_to_string(&mut err);
+                    if !err.is_empty() {
+                        return Err(Error::failed(format!("session init: {err}")));
+                    }
+                    Ok(())
+                })();
+                // Joined on every path: a failure leaves the policy's resources whole in the ledger for
+                // the destroy, never half made by a thread still running.
+                Ok((started, egress.join()?.0))
+            })?;
             started?;
             session.egress = applied?;
             session.ns = Some(Namespaces {

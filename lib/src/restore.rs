@@ -193,14 +193,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     // line (criu::kill_stray_restores).
     let mut ledger_err = None;
     let (status, criu_s, egress, egress_s, egress_wait_s) = std::thread::scope(|sc| -> Result<_> {
-        let policy = &o.net;
-        let egress = std::thread::Builder::new()
-            .name(crate::net::egress::APPLY_THREAD.into())
-            .spawn_scoped(sc, move || {
-                let t = Instant::now();
-                (crate::net::egress::apply_to(ledger, &egress_target, policy, egress_netns, Some("criu restore")), t.elapsed().as_secs_f64())
-            })
-            .map_err(|e| Error::failed(format!("start the thread that applies the network policy: {e}")))?;
+        let egress = crate::net::egress::apply_beside(sc, ledger, egress_target, &o.net, egress_netns, "criu restore")?;
         let status = crate::criu::run_watching(&mut cmd, |criu| match restored_root_task(criu) {
             Some((pid, start_time)) => {
                 if let Err(e) = ledger.create_res(Resource::Process { pid, start_time, role: "init".into(), init: true }) {
@@ -212,7 +205,7 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
         });
         let criu_s = t.elapsed().as_secs_f64();
         let w = Instant::now();
-        let (egress, egress_s) = egress.join().map_err(|_| Error::failed("the thread that applies the network policy panicked"))?;
+        let (egress, egress_s) = egress.join()?;
         Ok((status, criu_s, egress, egress_s, w.elapsed().as_secs_f64()))
     })?;
     drop(netns);

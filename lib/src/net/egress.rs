@@ -113,6 +113,37 @@ impl Target {
 /// The name of the thread a restore applies its sibling's policy on (tests find it by this name).
 pub const APPLY_THREAD: &str = "drums-egress";
 
+/// A policy being applied on a thread of its own (`apply_beside`); `join` it on every path, so that
+/// nothing of it is still being made when the caller goes on (or destroys the session).
+pub struct Applying<'scope>(std::thread::ScopedJoinHandle<'scope, (Result<Option<Section>>, f64)>);
+
+impl Applying<'_> {
+    /// The application's result (`apply_to`'s) and how long it took, in seconds.
+    pub fn join(self) -> Result<(Result<Option<Section>>, f64)> {
+        self.0.join().map_err(|_| Error::failed("the thread that applies the network policy panicked"))
+    }
+}
+
+/// `apply_to` on a thread of its own, named APPLY_THREAD, inside `scope`, while the caller does what
+/// `beside` names (a restore's CRIU, a cold session's init start-up).
+pub fn apply_beside<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    ledger: &'env Ledger,
+    t: Target,
+    o: &'env Options,
+    netns: crate::nsenter::NsFile,
+    beside: &'static str,
+) -> Result<Applying<'scope>> {
+    std::thread::Builder::new()
+        .name(APPLY_THREAD.into())
+        .spawn_scoped(scope, move || {
+            let t0 = std::time::Instant::now();
+            (apply_to(ledger, &t, o, netns, Some(beside)), t0.elapsed().as_secs_f64())
+        })
+        .map(Applying)
+        .map_err(|e| Error::failed(format!("start the thread that applies the network policy: {e}")))
+}
+
 /// Apply `o` to the session `s` (its `net` made): replace whatever egress state it had, write its
 /// resolv.conf into its root (`merged`: the overlay, seen from the host) and its default route into its
 /// network namespace `netns`, and set `s.egress`. Under `none` it removes the state and the route.
