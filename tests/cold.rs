@@ -278,3 +278,36 @@ fn a_process_that_does_not_start_is_named_and_its_session_destroyed() {
     let left = inventory().new_since(&before);
     assert!(left.is_empty(), "left after destroy: {left:?}");
 }
+
+/// Chromium measures its on-device model "performance class" in a utility process a fixed delay after it
+/// starts (3 minutes); a sibling restored from a checkpoint older than that ran the measurement during
+/// its reseed. drums-desktop gives Chromium the answer (`--optimization-guide-performance-class=7`), so
+/// the process is never launched. The delay is cut to 1 s here (a feature parameter); the control, the
+/// same session with the answer taken back (class 0 means "measure"), shows the measurement does start.
+#[test]
+fn chromium_never_launches_its_on_device_model_measurement() {
+    require_root();
+    let _lock = session_lock();
+    let before = inventory();
+    const DUE_IN_1S: &str = "--chromium-arg=--enable-features=NetworkServiceInProcess2,NetworkServiceInProcess,LogOnDeviceMetricsOnStartup:on_device_startup_metric_delay/1s";
+    let measures = |desktop_args: &str| -> bool {
+        let mut guard = Sessions(vec![]);
+        let (_, rec) = cold_session_with(&mut guard, &[("DRUMS_OVERLAY_ARGS", "--host-ids"), ("DRUMS_DESKTOP_ARGS", desktop_args)]);
+        let pidns = rec.ns.as_ref().expect("a cold session has namespaces").inodes.pid;
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < Duration::from_secs(4) {
+            let launched = drums::proc::pids_in_pidns(pidns).into_iter().any(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("on_device_model.mojom.OnDeviceModelService"))
+            });
+            if launched {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    };
+    assert!(!measures(DUE_IN_1S), "Chromium launched its on-device model service although drums-desktop gave it the performance class");
+    assert!(measures(&format!("{DUE_IN_1S} --chromium-arg=--optimization-guide-performance-class=0")), "control: with the class taken back, Chromium measures it within 4 s (else this test watches nothing)");
+    let left = inventory().new_since(&before);
+    assert!(left.is_empty(), "left after destroy: {left:?}");
+}
