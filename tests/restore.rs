@@ -42,6 +42,27 @@ fn cold_with(guard: &mut Sessions, overlay_args: &str) -> (String, Session) {
 }
 
 /// The `reseed` section of a sibling's record.
+/// Every entry of a layer, walked without following links: path, type and mode, owner, size, modification
+/// time, and a file's bytes.
+fn layer_digest(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u32, u32, u32, u64, i64, i64, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = vec![];
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let bytes = if m.is_file() { std::fs::read(&p).unwrap() } else { vec![] };
+            if m.is_dir() {
+                todo.push(p.clone());
+            }
+            out.push((p.strip_prefix(dir).unwrap().to_path_buf(), m.mode(), m.uid(), m.gid(), m.size(), m.mtime(), m.mtime_nsec(), bytes));
+        }
+    }
+    out.sort();
+    out
+}
+
 fn reseed_of(s: &Session) -> Reseed {
     s.reseed.clone().expect("the sibling has a reseed section")
 }
@@ -69,6 +90,7 @@ fn siblings_are_ready_isolated_and_run_the_task() {
     let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
     let c: Checkpoint = one(&ckpt);
     let _ckpt_dir = RemoveOnDrop(c.dir.clone());
+    let layer_before = layer_digest(&c.layer);
     assert!(c.image_bytes > 50 << 20, "{}", json(&c));
     assert!(c.dump_s > 0.0, "{}", json(&c));
     // Without --leave-running the source is gone: the siblings come from disk alone.
@@ -112,15 +134,19 @@ fn siblings_are_ready_isolated_and_run_the_task() {
         let overlay = s.overlay.as_ref().expect("an overlay section");
         assert_eq!(overlay.mapped, Some(drums::mapped::layer_of(&mapped.dir)), "{}", json(overlay));
     }
-    // The files the source had open for writing are in each sibling's upper, not also in its layer copy.
+    // The checkpoint layer is mounted in place, not copied: the files the source had open for writing
+    // reach each sibling's upper as CRIU reopens them (copied up), and the layer itself is unchanged.
     let write_open = &c.write_open;
     assert!(write_open.iter().any(|p| p.to_string_lossy().contains("chromium/Default/Cookies")), "Chromium's cookie database is written at dump time: {write_open:?}");
     for s in &sibs {
         let rw = s.state_dir.join("rw");
+        let tmpfs: Vec<String> = std::fs::read_dir(&rw).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert!(tmpfs.iter().all(|n| n == "upper" || n == "work"), "no layer copy in the sibling's tmpfs: {tmpfs:?}");
         for p in write_open {
-            assert!(rw.join("upper").join(p).is_file() && !rw.join("layer0").join(p).exists(), "{} of {}", p.display(), s.id);
+            assert!(rw.join("upper").join(p).is_file(), "{} of {}", p.display(), s.id);
         }
     }
+    assert_eq!(layer_digest(&c.layer), layer_before, "the checkpoint layer is as drums-ckpt made it");
     let (a, b) = (&sibs[0], &sibs[1]);
     let net = |s: &Session| s.net.clone().expect("a net section");
     let ns = |s: &Session| s.ns.clone().expect("an ns section");

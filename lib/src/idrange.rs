@@ -253,24 +253,6 @@ fn in_helper<T>(child: impl FnOnce() -> bool, parent: impl FnOnce(i32) -> Result
 pub(crate) const OPEN_TREE_CLONE: libc::c_uint = 1;
 pub(crate) const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
-/// Give everything below `dir` (not `dir` itself) the range's ids for the ids it has: host id N becomes
-/// base+N. For the few files a restore moves from its checkpoint layer into the sibling's upper
-/// (overlay::copy::promote_into_upper), which an upper cannot show through an idmapped mount; links are
-/// changed, never followed.
-pub fn shift_tree(dir: &Path, r: &IdRange) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    for e in std::fs::read_dir(dir).ctx("read directory", dir)? {
-        let p = e.ctx("read directory", dir)?.path();
-        let m = std::fs::symlink_metadata(&p).ctx("stat", &p)?;
-        let (uid, gid) = (r.host(m.uid()), r.host(m.gid()));
-        std::os::unix::fs::lchown(&p, uid, gid).ctx("chown", &p)?;
-        if m.is_dir() {
-            shift_tree(&p, r)?;
-        }
-    }
-    Ok(())
-}
-
 /// Make an idmapped copy of the mount at `src` (the on-disk ids shifted by the range of `userns`) and
 /// attach it at `target`, an existing empty directory: open_tree(OPEN_TREE_CLONE), mount_setattr
 /// (MOUNT_ATTR_IDMAP, read-only), move_mount. Files owned by host root on disk appear owned by the

@@ -41,8 +41,8 @@ pub fn create(opts: &OverlayOptions) -> Result<Session> {
     let ledger = Ledger::create(&dir, &id, owner.clone(), opts.ttl_s)?;
     ledger.phase("creating")?;
     let id_range = if opts.userns { Some(crate::idrange::allocate(&ledger)?) } else { None };
-    let lowers = Lowers { layers: &opts.layers, mapped: None, runtime: &runtime, image: &image, id_range: id_range.as_ref() };
-    let overlay = mount_root(&ledger, &dir, &lowers, opts.tmpfs_bytes, OWN_DIRS, &[])?;
+    let lowers = Lowers { layers: &opts.layers, layer_mount: LayerMount::Copied, mapped: None, runtime: &runtime, image: &image, id_range: id_range.as_ref() };
+    let overlay = mount_root(&ledger, &dir, &lowers, opts.tmpfs_bytes, OWN_DIRS)?;
     Ok(Session { overlay: Some(overlay), id_range, ..Session::new(id, dir, owner, opts.ttl_s) })
 }
 
@@ -58,9 +58,11 @@ pub const OWN_DIRS: &[&str] = &["dev", "run", "tmp"];
 const STICKY_DIRS: &[&str] = &["tmp"];
 
 /// What a session's root is made of, below its upper: read-only layers (copied into the session's
-/// tmpfs), then the runtime layer and the root image (shared, on the host's disk), topmost first.
+/// tmpfs or mounted in place, `LayerMount`), then the runtime layer and the root image (shared, on the
+/// host's disk), topmost first.
 pub struct Lowers<'a> {
     pub layers: &'a [PathBuf],
+    pub layer_mount: LayerMount,
     /// A restore's mapped files (crate::mapped): the checkpoint's layer of them.
     pub mapped: Option<&'a Path>,
     pub runtime: &'a crate::runtime::RuntimeRef,
@@ -71,11 +73,25 @@ pub struct Lowers<'a> {
     pub id_range: Option<&'a crate::record::IdRange>,
 }
 
+/// How the read-only layers above the runtime layer reach the overlay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerMount {
+    /// Copied into the session's tmpfs (`<dir>/rw/layerN`) and mounted from the copy: layers given by
+    /// path (`drums-overlay create --layer`), which overlayfs would refuse (ELOOP) if one lay inside
+    /// another, and which their owner may change while sessions run on them.
+    Copied,
+    /// Mounted where they are, read-only and shared by every session on them: a restore's checkpoint
+    /// layers, which nothing writes once drums-ckpt has made them. A restored process's first write to a
+    /// file (CRIU reopening the files the source had open for writing among them) copies it up into the
+    /// sibling's upper. Copying them instead cost every restore about 20 ms (the copy and moving the
+    /// written files into the upper) and every sibling its own copy of the layer in memory.
+    InPlace,
+}
+
 /// Mount a tmpfs at `<dir>/rw` (upper and work) and the overlay at `<dir>/root`, each ledgered first.
 /// `own_dirs` are made opaque in the upper (see OWN_DIRS); a restore passes none, since its checkpoint
-/// layer already has them. `promote` (paths relative to the topmost layer) are moved from the session's
-/// copy of that layer into its upper before the mount (see `copy::promote_into_upper`).
-pub fn mount_root(ledger: &Ledger, dir: &Path, lowers: &Lowers, tmpfs_bytes: u64, own_dirs: &[&str], promote: &[PathBuf]) -> Result<Overlay> {
+/// layer already has them.
+pub fn mount_root(ledger: &Ledger, dir: &Path, lowers: &Lowers, tmpfs_bytes: u64, own_dirs: &[&str]) -> Result<Overlay> {
     let layers = lowers.layers;
     let rw = dir.join("rw");
     ledger.create_res(Resource::Mount { path: rw.clone() })?;
@@ -102,26 +118,23 @@ pub fn mount_root(ledger: &Ledger, dir: &Path, lowers: &Lowers, tmpfs_bytes: u64
         }
     }
 
-    // Each read-only layer above the runtime layer is copied into the session's own tmpfs: siblings share
-    // no layer that a tool ever writes (a checkpoint layer is the source's upper; a restore moves files
-    // out of its copy, `promote`), and overlayfs refuses (ELOOP) a layer inside another one, which a
-    // layer given by path could be. The runtime layer and the image are never written and are shared.
-    let mut copies = vec![];
-    for (i, layer) in layers.iter().enumerate() {
-        let copy = rw.join(format!("layer{i}"));
-        copy::copy_tree(layer, &copy)?;
-        copies.push(copy);
-    }
-    if let Some(top) = copies.first() {
-        copy::promote_into_upper(top, &upper, promote)?;
-        if let Some(r) = lowers.id_range {
-            crate::idrange::shift_tree(&upper, r)?;
+    // The runtime layer and the image are never written and are shared; the layers above them are
+    // copied or not as `LayerMount` says.
+    let mut lower_dirs: Vec<PathBuf> = match lowers.layer_mount {
+        LayerMount::InPlace => layers.to_vec(),
+        LayerMount::Copied => {
+            let mut copies = vec![];
+            for (i, layer) in layers.iter().enumerate() {
+                let copy = rw.join(format!("layer{i}"));
+                copy::copy_tree(layer, &copy)?;
+                copies.push(copy);
+            }
+            copies
         }
-    }
+    };
     let merged = dir.join("root");
     ledger.create_res(Resource::Mount { path: merged.clone() })?;
     std::fs::create_dir(&merged).ctx("create directory", &merged)?;
-    let mut lower_dirs: Vec<PathBuf> = copies.clone();
     if let Some(m) = lowers.mapped {
         lower_dirs.push(m.to_path_buf());
     }

@@ -85,8 +85,8 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
     crate::image::check(image, "image")?;
     crate::runtime::check(runtime, "runtime")?;
     let mapped = c.mapped.as_ref().map(|m| crate::mapped::layer_of(&m.dir));
-    let lowers = crate::overlay::Lowers { layers: &layers, mapped: mapped.as_deref(), runtime, image, id_range: s.id_range.as_ref() };
-    let overlay = crate::overlay::mount_root(ledger, &s.state_dir, &lowers, o.tmpfs_bytes, &[], &c.write_open)?;
+    let lowers = crate::overlay::Lowers { layers: &layers, layer_mount: crate::overlay::LayerMount::InPlace, mapped: mapped.as_deref(), runtime, image, id_range: s.id_range.as_ref() };
+    let overlay = crate::overlay::mount_root(ledger, &s.state_dir, &lowers, o.tmpfs_bytes, &[])?;
     drop(_use);
     let merged = overlay.merged.clone();
     s.overlay = Some(overlay);

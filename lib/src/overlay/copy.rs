@@ -1,9 +1,8 @@
 //! Copies of layers, in-process and by directory descriptors: a read-only layer into a session's
-//! tmpfs (`copy_tree`: `overlay::mount_root`, and a checkpoint's copy of the layers given by path), a
-//! session's upper into its checkpoint's layer without what would give privilege (`copy_layer`, CRIU's
-//! post-dump action), and the files a restore moves from its layer copy into its upper
-//! (`promote_into_upper`). Apart from the mounts in `overlay`: a file copier with its own rules about
-//! links and privilege, which the checkpoint uses as much as the overlay does.
+//! tmpfs (`copy_tree`: `overlay::mount_root` for layers given by path, and a checkpoint's copy of such
+//! layers), and a session's upper into its checkpoint's layer without what would give privilege
+//! (`copy_layer`, CRIU's post-dump action). Apart from the mounts in `overlay`: a file copier with its
+//! own rules about links and privilege, which the checkpoint uses as much as the overlay does.
 
 use crate::error::{Error, IoContext, Result};
 use std::path::{Path, PathBuf};
@@ -270,47 +269,6 @@ impl Copier {
     }
 }
 
-/// Move files of a layer copy into the upper, with their parent directories made in the upper with the
-/// layer's modes and owners (a merged directory takes its attributes from the topmost one). These are the
-/// files the checkpointed processes had open for writing: restoring them would copy each up anyway, and
-/// the session would then hold it twice, in its layer copy and in its upper. A path that is not a single
-/// regular file in the layer copy is left where it is (it is then copied up as before), and so is one
-/// with a symbolic link anywhere on its way in either tree: the paths come from the session (what its
-/// processes had open), and a directory it replaced by a link to /etc before the dump would otherwise
-/// make this rename move a host file into the session.
-pub fn promote_into_upper(layer: &Path, upper: &Path, rels: &[PathBuf]) -> Result<()> {
-    use crate::inroot::{Links, Root};
-    use std::os::unix::fs::MetadataExt;
-    if rels.is_empty() {
-        return Ok(());
-    }
-    let (from, to) = (Root::open(layer, Links::Refuse)?, Root::open(upper, Links::Refuse)?);
-    'next: for rel in rels {
-        if !rel.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
-            return Err(Error::bad_field("write_open", format!("{} is not a plain relative path", rel.display())));
-        }
-        if !crate::inroot::symlink_metadata(&from, rel).is_ok_and(|m| m.is_file() && m.nlink() == 1) {
-            continue;
-        }
-        let mut at = PathBuf::new();
-        for c in rel.parent().into_iter().flat_map(|p| p.components()) {
-            at.push(c);
-            match crate::inroot::symlink_metadata(&to, &at) {
-                Ok(m) if m.is_dir() => continue,
-                Ok(_) => continue 'next,
-                Err(_) => {}
-            }
-            let Ok(m) = crate::inroot::symlink_metadata(&from, &at) else { continue 'next };
-            if !m.is_dir() {
-                continue 'next;
-            }
-            crate::inroot::mkdir(&to, &at, m.mode(), m.uid(), m.gid())?;
-        }
-        crate::inroot::rename(&from, rel, &to, rel)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,52 +280,6 @@ mod tests {
 
     fn mknod(p: &Path, kind: libc::mode_t, major: u32, minor: u32) {
         assert_eq!(unsafe { libc::mknod(cpath(p).as_ptr(), kind | 0o644, libc::makedev(major, minor)) }, 0, "mknod needs root");
-    }
-
-    #[test]
-    fn promoted_files_move_with_their_parents_modes_and_hostile_paths_are_refused() {
-        use std::os::unix::fs::PermissionsExt;
-        let t = std::env::temp_dir().join(format!("drums-promote-{}", std::process::id()));
-        let (layer, upper) = (t.join("layer"), t.join("upper"));
-        std::fs::create_dir_all(layer.join("a/b")).unwrap();
-        std::fs::create_dir_all(&upper).unwrap();
-        std::fs::set_permissions(layer.join("a"), std::fs::Permissions::from_mode(0o700)).unwrap();
-        std::fs::write(layer.join("a/b/db"), b"x").unwrap();
-        std::fs::write(layer.join("a/kept"), b"y").unwrap();
-        promote_into_upper(&layer, &upper, &[PathBuf::from("a/b/db"), PathBuf::from("a/missing")]).unwrap();
-        assert!(!layer.join("a/b/db").exists() && std::fs::read(upper.join("a/b/db")).unwrap() == b"x");
-        assert_eq!(std::fs::metadata(upper.join("a")).unwrap().permissions().mode() & 0o7777, 0o700, "a merged directory takes the upper's mode");
-        assert!(layer.join("a/kept").exists() && !upper.join("a/kept").exists());
-        for bad in ["../x", "/etc/passwd", "a/../../x"] {
-            assert!(promote_into_upper(&layer, &upper, &[PathBuf::from(bad)]).is_err(), "{bad}");
-        }
-        std::fs::remove_dir_all(&t).unwrap();
-    }
-
-    #[test]
-    fn a_symlinked_component_is_never_promoted_through() {
-        let t = std::env::temp_dir().join(format!("drums-promote-link-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&t);
-        let (layer, upper, host) = (t.join("layer"), t.join("upper"), t.join("host-etc"));
-        for d in [&layer, &upper, &host] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::fs::write(host.join("shadow"), b"host secret").unwrap();
-        // The session listed /a/shadow as open for writing, then replaced /a by a link to a host directory.
-        std::os::unix::fs::symlink(&host, layer.join("a")).unwrap();
-        std::fs::create_dir_all(layer.join("b")).unwrap();
-        std::os::unix::fs::symlink(&host, layer.join("b/c")).unwrap();
-        promote_into_upper(&layer, &upper, &[PathBuf::from("a/shadow"), PathBuf::from("b/c/shadow")]).unwrap();
-        assert_eq!(std::fs::read(host.join("shadow")).unwrap(), b"host secret", "the host's file stays where it is");
-        assert!(std::fs::read_dir(&upper).unwrap().next().is_none(), "nothing reached the upper");
-        // A link in the upper is no way out either.
-        std::fs::remove_file(layer.join("a")).unwrap();
-        std::fs::create_dir_all(layer.join("a")).unwrap();
-        std::fs::write(layer.join("a/db"), b"x").unwrap();
-        std::os::unix::fs::symlink(&host, upper.join("a")).unwrap();
-        promote_into_upper(&layer, &upper, &[PathBuf::from("a/db")]).unwrap();
-        assert!(!host.join("db").exists() && layer.join("a/db").exists(), "left in the layer");
-        std::fs::remove_dir_all(&t).unwrap();
     }
 
     fn xattr_of(p: &Path, name: &std::ffi::CStr) -> Option<Vec<u8>> {
