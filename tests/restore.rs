@@ -41,7 +41,6 @@ fn cold_with(guard: &mut Sessions, overlay_args: &str) -> (String, Session) {
     (line, rec)
 }
 
-/// The `reseed` section of a sibling's record.
 /// Every entry of a layer, walked without following links: path, type and mode, owner, size, modification
 /// time, and a file's bytes.
 fn layer_digest(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u32, u32, u32, u64, i64, i64, Vec<u8>)> {
@@ -63,6 +62,7 @@ fn layer_digest(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u32, u32, u32
     out
 }
 
+/// The `reseed` section of a sibling's record.
 fn reseed_of(s: &Session) -> Reseed {
     s.reseed.clone().expect("the sibling has a reseed section")
 }
@@ -456,4 +456,34 @@ fn count_mode_makes_ready_distinct_siblings_concurrently_and_a_kill_leaves_nothi
     assert!(caught_midway > 0, "no kill caught drums-restore before its {N} siblings were printed");
     let left = inventory().new_since(&before_inv);
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A sibling's clocks go on from its checkpoint's dump, not from the host's: drums-ns gives every session
+/// a time namespace of its own and CRIU restores it, so a timer set before the dump falls due as it would
+/// have in the source. A cold session's clocks are the host's (offsets zero); a sibling restored some
+/// seconds after the dump is that much behind the host, with host ids and in its own user namespace
+/// (CRIU then makes the time namespace as that namespace's root). The clocks are read with drums-ns
+/// exec, which joins the session's time namespace.
+#[test]
+fn a_siblings_clocks_go_on_from_the_dump() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (src, src_rec) = source(&mut guard);
+    let uptime = |s: &Session| -> f64 { inside(s, "cut -d' ' -f1 /proc/uptime").parse().unwrap() };
+    let host_uptime = || -> f64 { std::fs::read_to_string("/proc/uptime").unwrap().split_whitespace().next().unwrap().parse().unwrap() };
+    let (in_source, host) = (uptime(&src_rec), host_uptime());
+    assert!((host - in_source).abs() < 1.0, "a cold session's clocks are the host's: {in_source} s against {host} s");
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
+    let c: Checkpoint = one(&ckpt);
+    let _ckpt_dir = RemoveOnDrop(c.dir.clone());
+    std::thread::sleep(Duration::from_secs(3));
+    for args in [&[][..], &["--host-ids"][..]] {
+        let out = run_ok("drums-restore", args, &ckpt);
+        guard.add(&out);
+        let sib: Session = one(&out);
+        assert_eq!(sib.id_range.is_some(), args.is_empty(), "{}", json(&sib));
+        let (s, h) = (uptime(&sib), host_uptime());
+        assert!(h - s > 2.5, "restored {args:?} more than 3 s after the dump, the sibling's clock is behind the host's by as much: {s} s against {h} s");
+    }
 }

@@ -174,12 +174,62 @@ pub struct AsUsernsRoot {
     root: (std::ffi::CString, std::ffi::CString),
     work: (std::ffi::CString, std::ffi::CString),
     images: (std::ffi::CString, std::ffi::CString),
+    /// What to write to /proc/self/timens_offsets of a new time namespace for the restored tree, when
+    /// the checkpoint has one (`TimensOffsets`).
+    timens_offsets: Option<std::ffi::CString>,
+}
+
+/// The clocks of a checkpoint's time namespace at its dump, from CRIU's `timens-N.img` (a `timens_entry`:
+/// monotonic = 1 and boottime = 2, each a `timespec` of tv_sec = 1, tv_nsec = 2): None when the images
+/// hold none (a checkpoint of a session from before drums-ns gave sessions a time namespace).
+pub fn dump_clocks(images: &std::path::Path) -> crate::Result<Option<[(u64, u64); 2]>> {
+    use crate::criu_image::{Image, Message};
+    let mut found = None;
+    for e in std::fs::read_dir(images).map_err(|e| crate::Error::io("read directory", images, e))? {
+        let name = e.map_err(|e| crate::Error::io("read directory", images, e))?.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("timens-") && name.ends_with(".img") {
+            found = Some(images.join(&*name));
+        }
+    }
+    let Some(path) = found else { return Ok(None) };
+    let bad = || crate::Error::failed(format!("{}: not a time namespace image", path.display()));
+    let img = Image::read(&path)?;
+    let entry = Message::parse(img.entries.first().ok_or_else(bad)?)?;
+    let clock = |field: u32| -> crate::Result<(u64, u64)> {
+        let ts = Message::parse(entry.bytes(field).ok_or_else(bad)?)?;
+        let (s, ns) = (ts.varint(1).ok_or_else(bad)?, ts.varint(2).ok_or_else(bad)?);
+        if ns >= 1_000_000_000 || s > i64::MAX as u64 / 2 {
+            return Err(bad());
+        }
+        Ok((s, ns))
+    };
+    Ok(Some([clock(1)?, clock(2)?]))
+}
+
+/// The offsets that make a new time namespace's monotonic and boot-time clocks read now what they read
+/// at the dump (`dump_clocks`), as /proc/PID/timens_offsets takes them: what CRIU does itself when it
+/// restores as host root, and skips in its unprivileged mode.
+pub fn timens_offsets(dumped: [(u64, u64); 2]) -> std::ffi::CString {
+    let now = |id: libc::clockid_t| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        unsafe { libc::clock_gettime(id, &mut ts) };
+        i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+    };
+    let mut text = String::new();
+    for ((name, id), (s, ns)) in [("monotonic", libc::CLOCK_MONOTONIC), ("boottime", libc::CLOCK_BOOTTIME)].into_iter().zip(dumped) {
+        let off = i128::from(s) * 1_000_000_000 + i128::from(ns) - now(id);
+        text.push_str(&format!("{name} {} {}\n", off.div_euclid(1_000_000_000), off.rem_euclid(1_000_000_000)));
+    }
+    std::ffi::CString::new(text).expect("no NUL in numbers")
 }
 
 impl AsUsernsRoot {
     /// `view_root`: the state root (hidden by the tmpfs in CRIU's namespace); the pairs are (host path,
     /// path CRIU is given), each below `view_root`; `cgroup_dirs` the sibling's cgroup directories.
-    pub fn new(userns: std::fs::File, cgroup_dirs: &[PathBuf], view_root: &std::path::Path, root: (&std::path::Path, &std::path::Path), work: (&std::path::Path, &std::path::Path), images: (&std::path::Path, &std::path::Path)) -> crate::Result<AsUsernsRoot> {
+    /// `timens_offsets`: a time namespace for the restored tree (`timens_offsets()`), made by CRIU's child
+    /// as host root before it enters the user namespace.
+    pub fn new(userns: std::fs::File, cgroup_dirs: &[PathBuf], view_root: &std::path::Path, root: (&std::path::Path, &std::path::Path), work: (&std::path::Path, &std::path::Path), images: (&std::path::Path, &std::path::Path), timens_offsets: Option<std::ffi::CString>) -> crate::Result<AsUsernsRoot> {
         let c = crate::proc::c_path;
         for (_, at) in [root, work, images] {
             if !at.starts_with(view_root) {
@@ -193,6 +243,7 @@ impl AsUsernsRoot {
             root: (c(root.0)?, c(root.1)?),
             work: (c(work.0)?, c(work.1)?),
             images: (c(images.0)?, c(images.1)?),
+            timens_offsets,
         })
     }
 
@@ -229,6 +280,17 @@ impl AsUsernsRoot {
             }
             ok(libc::syscall(libc::SYS_move_mount, images_fd, c"".as_ptr(), libc::AT_FDCWD, self.images.1.as_ptr(), crate::idrange::MOVE_MOUNT_F_EMPTY_PATH))?;
             libc::close(images_fd);
+            // CRIU's unprivileged mode restores no time namespace: this child makes it, as host root (so
+            // the host's user namespace owns it, as it owns a cold session's), with its offsets written
+            // before any process is in it (the kernel refuses them afterwards). This child, and so CRIU,
+            // stays in the host's; the tree CRIU forks is born in the new one.
+            if let Some(offsets) = &self.timens_offsets {
+                ok(libc::unshare(crate::nsenter::CLONE_NEWTIME) as libc::c_long)?;
+                let fd = ok(libc::open(c"/proc/self/timens_offsets".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) as libc::c_long)? as i32;
+                let w = libc::write(fd, offsets.as_ptr().cast(), offsets.as_bytes().len());
+                libc::close(fd);
+                ok(w as libc::c_long)?;
+            }
             // Into the user namespace as its root; the mount namespace is made again from inside it, so
             // that CRIU's own mounts there are its to make.
             ok(libc::setns(self.userns.as_raw_fd(), libc::CLONE_NEWUSER) as libc::c_long)?;

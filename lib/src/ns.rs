@@ -230,7 +230,11 @@ struct Userns {
 /// In the forked child: new session, new namespaces, fork PID 1, report its pid, exit.
 unsafe fn child_unshare_and_fork(pid_w: OwnedFd, go_r: OwnedFd, status_w: OwnedFd, userns: Userns) -> ! {
     libc::setsid();
-    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET;
+    // A time namespace of its own (offsets zero: the host's clocks) so that CRIU carries its monotonic and
+    // boot-time clocks across a checkpoint: a restored sibling's clocks go on from the dump, and the
+    // timers its programs set (Chromium's delayed tasks) fall due when they would have in the source,
+    // not all at once at the restore because the host's clock moved on since the dump.
+    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET | crate::nsenter::CLONE_NEWTIME;
     if libc::unshare(flags) != 0 {
         let _ = std::fs::File::from(status_w).write_all(format!("unshare: {}", std::io::Error::last_os_error()).as_bytes());
         libc::_exit(1);

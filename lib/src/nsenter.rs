@@ -8,6 +8,9 @@
 use crate::error::{Error, IoContext, Result};
 use std::os::fd::AsRawFd;
 
+/// clone(2)'s flag for a time namespace (linux/sched.h), which the libc crate does not name.
+pub const CLONE_NEWTIME: libc::c_int = 0x80;
+
 /// The namespaces a session has (see `ns::create`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -16,6 +19,9 @@ pub enum Kind {
     Net,
     Pid,
     Mnt,
+    /// A session made by this version of drums-ns has one of its own (its clocks continue across a
+    /// checkpoint); one restored from an older checkpoint runs in the host's.
+    Time,
     /// A session has one of its own unless it was made with `--host-ids`.
     User,
 }
@@ -29,6 +35,7 @@ impl Kind {
             Kind::Net => "net",
             Kind::Pid => "pid",
             Kind::Mnt => "mnt",
+            Kind::Time => "time",
             Kind::User => "user",
         }
     }
@@ -39,6 +46,7 @@ impl Kind {
             Kind::Net => libc::CLONE_NEWNET,
             Kind::Pid => libc::CLONE_NEWPID,
             Kind::Mnt => libc::CLONE_NEWNS,
+            Kind::Time => CLONE_NEWTIME,
             Kind::User => libc::CLONE_NEWUSER,
         }
     }
@@ -50,6 +58,7 @@ impl Kind {
             Kind::Net => "network",
             Kind::Pid => "PID",
             Kind::Mnt => "mount",
+            Kind::Time => "time",
             Kind::User => "user",
         }
     }

@@ -142,7 +142,8 @@ fn build(s: &mut Session, ledger: &Ledger, c: &Checkpoint, o: &RestoreOptions, t
                 d
             }).unwrap_or_default();
             let view_root = crate::state::state_root();
-            let enter = crate::criu::AsUsernsRoot::new(u, &cgroup_dirs, &view_root, (&merged, &merged), (&work, &work), (&c.images, &images))?;
+            let timens = crate::criu::dump_clocks(&c.images)?.map(crate::criu::timens_offsets);
+            let enter = crate::criu::AsUsernsRoot::new(u, &cgroup_dirs, &view_root, (&merged, &merged), (&work, &work), (&c.images, &images), timens)?;
             (work, images, crate::criu::CgroupPlacement::Ignore, Some(enter))
         }
         _ => (s.state_dir.clone(), c.images.clone(), crate::criu::CgroupPlacement::of(s.cgroup.as_ref()), None),

@@ -237,8 +237,8 @@ fn recv_fd(sock: &OwnedFd) -> Option<OwnedFd> {
     Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Run `argv` inside the session: join its cgroups, then its IPC, UTS, network, PID and mount
-/// namespaces, fork into the PID namespace, exec. Call only from a single-threaded process.
+/// Run `argv` inside the session: join its cgroups, then its IPC, UTS, network, PID, mount and time
+/// namespaces (and its user namespace, if it has one), fork into the PID namespace, exec. Call only from a single-threaded process.
 pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<Spawned> {
     let ns = session.ns()?;
     if !crate::proc::alive(ns.init_pid, ns.init_start_time) {
@@ -249,7 +249,7 @@ pub fn spawn(session: &Session, argv: &[String], opts: &ExecOptions) -> Result<S
     }
     fill_standard_streams();
     use crate::nsenter::{Kind, NsFile};
-    let mut ns_files = [Kind::Ipc, Kind::Uts, Kind::Net, Kind::Pid, Kind::Mnt].map(|k| NsFile::open(ns.init_pid, k)).into_iter().collect::<Result<Vec<_>>>()?;
+    let mut ns_files = [Kind::Ipc, Kind::Uts, Kind::Net, Kind::Pid, Kind::Mnt, Kind::Time].map(|k| NsFile::open(ns.init_pid, k)).into_iter().collect::<Result<Vec<_>>>()?;
     // A session in its own user namespace (crate::idrange): that one last, while this process still has
     // the host's capabilities the others need; then it becomes the namespace's root (host id base).
     let own_userns = session.id_range.is_some();
