@@ -487,3 +487,45 @@ fn a_siblings_clocks_go_on_from_the_dump() {
         assert!(h - s > 2.5, "restored {args:?} more than 3 s after the dump, the sibling's clock is behind the host's by as much: {s} s against {h} s");
     }
 }
+
+
+/// A UDP socket bound to the session's address at the dump (a DNS query in flight, say) would be restored
+/// by binding it to that address again, which a sibling, with an address of its own, refuses: every
+/// restore of the checkpoint failed ("Can't bind inet socket: Cannot assign requested address"). The dump
+/// checks for one while the session is frozen and is tried again after a pause; a socket that stays
+/// makes drums-ckpt fail, naming it, and leaves the session running. Once it is closed the checkpoint is
+/// made and restores.
+#[test]
+fn a_udp_socket_bound_to_the_sessions_address_is_never_dumped() {
+    require_root();
+    let _lock = session_lock();
+    let mut guard = Sessions::default();
+    let (src, src_rec) = source(&mut guard);
+    let net = src_rec.net.clone().expect("a net section");
+    let script = format!(
+        "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('{}', 0))\ns.connect(('{}', 53))\nopen('/tmp/udp-bound', 'w').write('ok')\ntime.sleep(3600)\n",
+        net.session_addr, net.host_addr
+    );
+    let o = Command::new(tool("drums-ns")).args(["exec", "--detach", "--session", &src_rec.id, "--", "python3", "-c", &script]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let t0 = std::time::Instant::now();
+    while inside(&src_rec, "cat /tmp/udp-bound 2>/dev/null || true") != "ok" {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the socket was not bound");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let checkpoints_before = std::fs::read_dir(drums::state::checkpoint_root()).map(|d| d.count()).unwrap_or(0);
+    let o = run("drums-ckpt", &["--clean"], &src);
+    assert!(!o.status.success(), "the dump is refused while the socket is open: {}", text(&o.stdout));
+    let e = error_record(&o.stderr);
+    assert!(e.message.contains("UDP sockets bound to the session's address") && e.message.contains(&net.session_addr), "{}", e.message);
+    assert_eq!(std::fs::read_dir(drums::state::checkpoint_root()).map(|d| d.count()).unwrap_or(0), checkpoints_before, "no checkpoint is left");
+    assert_eq!(inside(&src_rec, "echo alive"), "alive", "the session keeps running");
+    inside(&src_rec, "pkill -f 'udp[-]bound'; true");
+    let ckpt = run_ok("drums-ckpt", &["--clean"], &src);
+    let c: Checkpoint = one(&ckpt);
+    let _ckpt_dir = RemoveOnDrop(c.dir.clone());
+    let out = run_ok("drums-restore", &["--ready"], &ckpt);
+    guard.add(&out);
+    let sib: Session = one(&out);
+    assert!(sib.ready.as_ref().is_some_and(|r| r.ready), "{}", json(&sib));
+}

@@ -292,6 +292,7 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
     let mut cmd = dump.command();
     let log = images.join(&dump.log);
     cmd.env(ENV_PROGRAM, &program).env(ENV_FROM, upper).env(ENV_TO, &layer).env(ENV_REPORT, &report);
+    cmd.env(ENV_SESSION, format!("{} {} {}", ns.init_pid, ns.init_start_time, session.net()?.session_addr));
     // A session that just became ready is still busy: a dump can meet a socket in a state CRIU cannot
     // save ("netlink: The socket has data to read", "Control messages in queue"). CRIU then resumes the
     // tree unharmed, so the dump is tried again after a pause; every attempt's failure is reported.
@@ -302,12 +303,17 @@ fn dump_into(session: &Session, o: &CkptOptions, dir: &Path, upper: &Path, versi
         clear_dir(&images)?;
         clear_dir(&layer)?;
         remove_if_there(&report)?;
+        let refused = report.with_file_name(ACTION_REFUSED_FILE);
+        remove_if_there(&refused)?;
         let t0 = Instant::now();
         let status = crate::criu::run(&mut cmd);
         dump_s = t0.elapsed().as_secs_f64();
         match status {
             Ok(st) if st.success() => break,
-            Ok(_) => failures.push(format!("attempt {attempt}: {}", crate::criu::log_tail(&log))),
+            Ok(_) => failures.push(match std::fs::read_to_string(&refused) {
+                Ok(why) => format!("attempt {attempt}: {why}"),
+                Err(_) => format!("attempt {attempt}: {}", crate::criu::log_tail(&log)),
+            }),
             Err(e) => failures.push(format!("attempt {attempt}: {e}: {}", crate::criu::log_tail(&log))),
         }
         if attempt == DUMP_ATTEMPTS || !crate::proc::alive(ns.init_pid, ns.init_start_time) {
@@ -363,6 +369,28 @@ pub const ENV_PROGRAM: &str = "DRUMS_CKPT_PROGRAM";
 pub const ENV_FROM: &str = "DRUMS_CKPT_LAYER_FROM";
 pub const ENV_TO: &str = "DRUMS_CKPT_LAYER_TO";
 pub const ENV_REPORT: &str = "DRUMS_CKPT_LAYER_REPORT";
+/// For the post-dump action: the session's init (`PID START_TIME`) and its address.
+pub const ENV_SESSION: &str = "DRUMS_CKPT_SESSION";
+/// Beside the layer report: why the post-dump action refused this dump.
+const ACTION_REFUSED_FILE: &str = "refused.txt";
+
+/// The UDP sockets of the network namespace of `init_pid` bound to `addr` (/proc/PID/net/udp), as
+/// `ADDR:PORT` of each. CRIU restores such a socket by binding it to that address again, which a sibling
+/// (an address of its own) refuses: the whole restore fails ("Can't bind inet socket: Cannot assign
+/// requested address"). A DNS query over UDP in flight at the dump leaves one.
+pub fn udp_bound_to(init_pid: i32, addr: std::net::Ipv4Addr) -> Result<Vec<String>> {
+    let path = format!("/proc/{init_pid}/net/udp");
+    let table = std::fs::read_to_string(&path).ctx("read", &path)?;
+    // The local address is the hex of its four bytes read as a little-endian u32.
+    let hex = format!("{:08X}:", u32::from_le_bytes(addr.octets()));
+    Ok(table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|local| local.strip_prefix(&hex))
+        .map(|port| format!("{addr}:{}", u16::from_str_radix(port, 16).unwrap_or(0)))
+        .collect())
+}
 /// In a checkpoint being made: what the layer copy left out (`overlay::copy::Dropped`, JSON).
 const LAYER_REPORT_FILE: &str = "layer-copy.json";
 
@@ -414,6 +442,23 @@ pub fn copy_layer_action() -> Result<()> {
     };
     if report != crate::state::checkpoint_root().join(format!("{id}.partial")).join(LAYER_REPORT_FILE) {
         return Err(Error::bad_input(format!("{ENV_REPORT}: {} is not {LAYER_REPORT_FILE} of the checkpoint being made", report.display())));
+    }
+    // With the session frozen, so nothing opens such a socket after this check: this dump fails (CRIU
+    // resumes the session) and drums-ckpt dumps again after a pause, by when a DNS query is over.
+    let session = std::env::var(ENV_SESSION).map_err(|_| Error::bad_input(format!("{ENV_SESSION} is not set")))?;
+    let bad_session = || Error::bad_input(format!("{ENV_SESSION}: `{session}` is not `PID START_TIME ADDRESS`"));
+    let [pid, start, addr] = session.split(' ').collect::<Vec<_>>()[..] else { return Err(bad_session()) };
+    let (pid, start, addr): (i32, u64, std::net::Ipv4Addr) = (pid.parse().map_err(|_| bad_session())?, start.parse().map_err(|_| bad_session())?, addr.parse().map_err(|_| bad_session())?);
+    if !crate::proc::alive(pid, start) {
+        return Err(Error::failed(format!("the session's init {pid} is gone")));
+    }
+    let bound = udp_bound_to(pid, addr)?;
+    if !bound.is_empty() {
+        // CRIU keeps no word of its action's: the reason goes beside the report, for drums-ckpt.
+        let why = format!("UDP sockets bound to the session's address ({}): a sibling could not restore them", bound.join(", "));
+        let refused = report.with_file_name(ACTION_REFUSED_FILE);
+        std::fs::write(&refused, &why).ctx("write", &refused)?;
+        return Err(Error::failed(why));
     }
     let dropped = crate::overlay::copy::copy_layer(&from, &to)?;
     std::fs::write(&report, serde_json::to_vec(&dropped).expect("serializes")).ctx("write", &report)

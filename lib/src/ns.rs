@@ -236,7 +236,9 @@ unsafe fn child_unshare_and_fork(pid_w: OwnedFd, go_r: OwnedFd, status_w: OwnedF
     // not all at once at the restore because the host's clock moved on since the dump.
     let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET | crate::nsenter::CLONE_NEWTIME;
     if libc::unshare(flags) != 0 {
-        let _ = std::fs::File::from(status_w).write_all(format!("unshare: {}", std::io::Error::last_os_error()).as_bytes());
+        let e = std::io::Error::last_os_error();
+        let hint = if e.raw_os_error() == Some(libc::EINVAL) { " (a kernel without time namespaces, CONFIG_TIME_NS of Linux 5.6 and later, refuses this)" } else { "" };
+        let _ = std::fs::File::from(status_w).write_all(format!("unshare of the PID, mount, IPC, UTS, network and time namespaces: {e}{hint}").as_bytes());
         libc::_exit(1);
     }
     match libc::fork() {
