@@ -182,7 +182,7 @@ const DENIED: &[i64] = &[
 ];
 
 /// Every namespace flag of clone(2) and unshare(2).
-const NAMESPACE_FLAGS: u32 = (libc::CLONE_NEWNS | libc::CLONE_NEWCGROUP | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNET) as u32 | 0x80 /* CLONE_NEWTIME */;
+const NAMESPACE_FLAGS: u32 = (libc::CLONE_NEWNS | libc::CLONE_NEWCGROUP | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNET | crate::nsenter::CLONE_NEWTIME) as u32;
 /// The namespace flags a session in its own user namespace may pass to clone(2) and unshare(2): the
 /// nested user, PID and network namespaces that Chromium's namespace sandbox makes for its zygote and
 /// renderers (its zygote is cloned with all three; each renderer is forked into a PID namespace of its
@@ -476,7 +476,7 @@ mod tests {
             let checks: [(i32, i32); 5] = [
                 (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNS)), libc::EPERM),
                 (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | libc::CLONE_NEWIPC)), libc::EPERM),
-                (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | 0x80 /* CLONE_NEWTIME */)), libc::EPERM),
+                (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | crate::nsenter::CLONE_NEWTIME)), libc::EPERM),
                 (err_of(libc::syscall(libc::SYS_clone3, 0, 0)), libc::ENOSYS),
                 // What Chromium's zygote is made with.
                 (err_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNET)), 0),

@@ -374,23 +374,6 @@ pub const ENV_SESSION: &str = "DRUMS_CKPT_SESSION";
 /// Beside the layer report: why the post-dump action refused this dump.
 const ACTION_REFUSED_FILE: &str = "refused.txt";
 
-/// The UDP sockets of the network namespace of `init_pid` bound to `addr` (/proc/PID/net/udp), as
-/// `ADDR:PORT` of each. CRIU restores such a socket by binding it to that address again, which a sibling
-/// (an address of its own) refuses: the whole restore fails ("Can't bind inet socket: Cannot assign
-/// requested address"). A DNS query over UDP in flight at the dump leaves one.
-pub fn udp_bound_to(init_pid: i32, addr: std::net::Ipv4Addr) -> Result<Vec<String>> {
-    let path = format!("/proc/{init_pid}/net/udp");
-    let table = std::fs::read_to_string(&path).ctx("read", &path)?;
-    // The local address is the hex of its four bytes read as a little-endian u32.
-    let hex = format!("{:08X}:", u32::from_le_bytes(addr.octets()));
-    Ok(table
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .filter_map(|local| local.strip_prefix(&hex))
-        .map(|port| format!("{addr}:{}", u16::from_str_radix(port, 16).unwrap_or(0)))
-        .collect())
-}
 /// In a checkpoint being made: what the layer copy left out (`overlay::copy::Dropped`, JSON).
 const LAYER_REPORT_FILE: &str = "layer-copy.json";
 
@@ -452,7 +435,7 @@ pub fn copy_layer_action() -> Result<()> {
     if !crate::proc::alive(pid, start) {
         return Err(Error::failed(format!("the session's init {pid} is gone")));
     }
-    let bound = udp_bound_to(pid, addr)?;
+    let bound = crate::net::udp_bound_to(pid, addr)?;
     if !bound.is_empty() {
         // CRIU keeps no word of its action's: the reason goes beside the report, for drums-ckpt.
         let why = format!("UDP sockets bound to the session's address ({}): a sibling could not restore them", bound.join(", "));

@@ -184,15 +184,9 @@ pub struct AsUsernsRoot {
 /// hold none (a checkpoint of a session from before drums-ns gave sessions a time namespace).
 pub fn dump_clocks(images: &std::path::Path) -> crate::Result<Option<[(u64, u64); 2]>> {
     use crate::criu_image::{Image, Message};
-    let mut found = None;
-    for e in std::fs::read_dir(images).map_err(|e| crate::Error::io("read directory", images, e))? {
-        let name = e.map_err(|e| crate::Error::io("read directory", images, e))?.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("timens-") && name.ends_with(".img") {
-            found = Some(images.join(&*name));
-        }
-    }
-    let Some(path) = found else { return Ok(None) };
+    use crate::error::IoContext;
+    let found = std::fs::read_dir(images).ctx("read directory", images)?.flatten().map(|e| e.file_name()).find(|n| n.to_str().is_some_and(|n| n.starts_with("timens-") && n.ends_with(".img")));
+    let Some(path) = found.map(|n| images.join(n)) else { return Ok(None) };
     let bad = || crate::Error::failed(format!("{}: not a time namespace image", path.display()));
     let img = Image::read(&path)?;
     let entry = Message::parse(img.entries.first().ok_or_else(bad)?)?;

@@ -179,6 +179,24 @@ pub fn configure_session_end_in(ns: NsFile, current_name: &str, slot: u32, mac: 
 
 pub const SESSION_IF: &str = "eth0";
 
+/// The UDP sockets of the network namespace of `init_pid` bound to `addr` (/proc/PID/net/udp), as
+/// `ADDR:PORT` of each. CRIU restores such a socket by binding it to that address again, which a sibling
+/// (an address of its own) refuses: the whole restore fails ("Can't bind inet socket: Cannot assign
+/// requested address"). A DNS query over UDP in flight at the dump leaves one.
+pub fn udp_bound_to(init_pid: i32, addr: std::net::Ipv4Addr) -> Result<Vec<String>> {
+    let path = format!("/proc/{init_pid}/net/udp");
+    let table = std::fs::read_to_string(&path).ctx("read", &path)?;
+    // The local address is the hex of its four bytes read as a little-endian u32.
+    let hex = format!("{:08X}:", u32::from_le_bytes(addr.octets()));
+    Ok(table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|local| local.strip_prefix(&hex))
+        .map(|port| format!("{addr}:{}", u16::from_str_radix(port, 16).unwrap_or(0)))
+        .collect())
+}
+
 /// A new, empty network namespace, held by the returned descriptor. A thread of its own makes it and
 /// ends (unsharing changes only the calling thread's namespace).
 pub fn new_netns() -> Result<std::fs::File> {

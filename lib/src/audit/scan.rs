@@ -13,21 +13,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Namespace kinds a session owns (`drums-ns` unshares them): sharing one between sessions is a finding.
 pub const SESSION_NS: &[&str] = &["pid", "mnt", "net", "ipc", "uts"];
-/// Namespace kinds a session shares with the host unless it has its own (a user namespace, see
-/// `host_userns`; a time namespace, which drums-ns gives every session it makes and a sibling of an older
-/// checkpoint lacks): the host's are reported, not compared.
+/// Namespace kinds a session shares with the host unless it has its own (a user namespace; a time
+/// namespace, which drums-ns gives every session it makes and a sibling of an older checkpoint lacks):
+/// the host's are reported, not compared.
 pub const HOST_NS: &[&str] = &["user", "cgroup", "time"];
 
-/// The user namespace of this tool (the host's).
-fn host_userns() -> Option<u64> {
-    static HOST: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    *HOST.get_or_init(|| crate::proc::ns_inode(std::process::id() as i32, "user").ok())
-}
-
-/// The time namespace of this tool (the host's).
-fn host_timens() -> Option<u64> {
-    static HOST: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    *HOST.get_or_init(|| crate::proc::ns_inode(std::process::id() as i32, "time").ok())
+/// This tool's (the host's) namespace of `kind`, one of `HOST_NS`.
+fn host_ns(kind: &str) -> Option<u64> {
+    static HOST: std::sync::OnceLock<BTreeMap<&'static str, u64>> = std::sync::OnceLock::new();
+    let me = std::process::id() as i32;
+    HOST.get_or_init(|| HOST_NS.iter().filter_map(|k| Some((*k, crate::proc::ns_inode(me, k).ok()?))).collect()).get(kind).copied()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -405,11 +400,7 @@ fn scan_process(sc: &mut SessionScan, d: &ProcDir, anon_inode: Option<(u64, u64)
         // A user namespace other than the host's is a session's own (the default of drums-overlay
         // create and drums-restore, unless --host-ids), and so is a time namespace other than the host's:
         // compared like the others, so two sessions that share one fail.
-        let own = match *t {
-            "user" => Some(st.ino) != host_userns(),
-            "time" => Some(st.ino) != host_timens(),
-            _ => false,
-        };
+        let own = matches!(*t, "user" | "time") && Some(st.ino) != host_ns(t);
         if SESSION_NS.contains(t) || own {
             sc.add(Kind::Namespace, format!("{t}:[{}]", st.ino), &format!("{t}:[{}]", st.ino), false, h("process".into(), format!("{t}:[{}]", st.ino), None, false));
         } else {
